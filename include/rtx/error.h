@@ -1,0 +1,54 @@
+// The exception types the library throws. Every message starts with the op in brackets and names the
+// offending argument with its shapes, dtypes or devices, e.g.
+//   [matmul] shapes [2, 3] and [4, 5]: inner dimensions 3 != 4
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "rtx/export.h"
+
+namespace rtx {
+
+// Base of all library errors (Python: RuntimeError).
+class RTX_API Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& msg) : std::runtime_error(msg) {}
+};
+// Shapes that do not fit together (Python: ValueError).
+class RTX_API ShapeError : public Error {
+ public:
+  using Error::Error;
+};
+// A dtype the op does not accept (Python: TypeError).
+class RTX_API DTypeError : public Error {
+ public:
+  using Error::Error;
+};
+// Tensors on different devices, or a device that is not available.
+class RTX_API DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+// An index or dimension out of range (Python: IndexError).
+class RTX_API IndexError : public Error {
+ public:
+  using Error::Error;
+};
+// An argument value that is not allowed: negative sizes, probabilities outside [0, 1], ... (Python: ValueError).
+class RTX_API ValueError : public Error {
+ public:
+  using Error::Error;
+};
+// A device allocation that failed even after the cache was released.
+class RTX_API OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+// A checkpoint or tensor file that cannot be read or written.
+class RTX_API CheckpointError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace rtx

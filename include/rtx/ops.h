@@ -1,0 +1,252 @@
+// Every public op as a free function, one doc comment each. Tensor methods forward to these.
+// Conventions follow libtorch: dims may be negative; an undefined Tensor means "absent" for
+// optional tensor arguments (bias, weight, ...); an empty dims list means every dim.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rtx/export.h"
+#include "rtx/tensor.h"
+
+namespace rtx {
+
+enum class Reduction : uint8_t { None, Mean, Sum };
+
+// ---- creation ---------------------------------------------------------------------------------
+// Uninitialized memory.
+RTX_API Tensor empty(const Shape& shape, const TensorOptions& options = {});
+RTX_API Tensor zeros(const Shape& shape, const TensorOptions& options = {});
+RTX_API Tensor ones(const Shape& shape, const TensorOptions& options = {});
+RTX_API Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& options = {});
+// Same shape (and, unless given, dtype and device) as t.
+RTX_API Tensor empty_like(const Tensor& t, std::optional<TensorOptions> options = std::nullopt);
+RTX_API Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> options = std::nullopt);
+RTX_API Tensor ones_like(const Tensor& t, std::optional<TensorOptions> options = std::nullopt);
+RTX_API Tensor full_like(const Tensor& t, const Scalar& value, std::optional<TensorOptions> options = std::nullopt);
+RTX_API Tensor rand_like(const Tensor& t, std::optional<TensorOptions> options = std::nullopt);
+RTX_API Tensor randn_like(const Tensor& t, std::optional<TensorOptions> options = std::nullopt);
+// [0, end) and [start, end) by step; the dtype is int64 when every bound is an integer, unless given.
+RTX_API Tensor arange(const Scalar& end, std::optional<TensorOptions> options = std::nullopt);
+RTX_API Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1,
+                      std::optional<TensorOptions> options = std::nullopt);
+// steps evenly spaced values from start to end inclusive.
+RTX_API Tensor linspace(double start, double end, int64_t steps, const TensorOptions& options = {});
+// n x m identity (m = n when negative).
+RTX_API Tensor eye(int64_t n, int64_t m = -1, const TensorOptions& options = {});
+// A copy of host memory holding numel(shape) contiguous elements of dtype.
+RTX_API Tensor from_buffer(const void* data, const Shape& shape, DType dtype, Device device = Device(kCPU));
+// Wraps memory without copying; deleter (if any) runs when the last view is gone.
+RTX_API Tensor from_blob(void* data, const Shape& shape, const Shape& strides, DType dtype, Device device,
+                         std::function<void(void*)> deleter = nullptr);
+// A 1-d tensor holding values (a copy).
+template <typename T>
+Tensor tensor(const std::vector<T>& values, const TensorOptions& options = TensorOptions(dtype_of_v<T>)) {
+  return from_buffer(values.data(), {static_cast<int64_t>(values.size())}, dtype_of_v<T>).to(options.device, options.dtype)
+      .requires_grad_(options.requires_grad);
+}
+RTX_API Tensor tensor(std::initializer_list<double> values, const TensorOptions& options = {});
+// A 0-d tensor.
+RTX_API Tensor scalar_tensor(const Scalar& value, const TensorOptions& options = {});
+
+// ---- random (counter-based Philox: a seed fixes every value on every device) -----------------------
+// Seeds every device's default generator.
+RTX_API void manual_seed(uint64_t seed);
+RTX_API uint64_t initial_seed();
+// Generator state (seed, offset) so that a run can be resumed exactly.
+struct GeneratorState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+};
+RTX_API GeneratorState get_rng_state();
+RTX_API void set_rng_state(const GeneratorState& state);
+// Uniform on [0, 1).
+RTX_API Tensor rand(const Shape& shape, const TensorOptions& options = {});
+// Standard normal.
+RTX_API Tensor randn(const Shape& shape, const TensorOptions& options = {});
+// Integers uniform on [low, high).
+RTX_API Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& options = TensorOptions(kInt64));
+// A random permutation of 0..n-1.
+RTX_API Tensor randperm(int64_t n, const TensorOptions& options = TensorOptions(kInt64));
+RTX_API Tensor& uniform_(Tensor& t, double from = 0.0, double to = 1.0);
+RTX_API Tensor& normal_(Tensor& t, double mean = 0.0, double std = 1.0);
+// 1 with probability p (elementwise), else 0; result has p's dtype.
+RTX_API Tensor bernoulli(const Tensor& p);
+RTX_API Tensor bernoulli(const Tensor& like, double p);
+// Draws num_samples category indices per row of (unnormalized, nonnegative) weights.
+RTX_API Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement = false);
+
+// ---- views, shape and copies (methods of Tensor, also as functions) ------------------------------
+RTX_API Tensor view(const Tensor& t, const Shape& shape);
+RTX_API Tensor reshape(const Tensor& t, const Shape& shape);
+RTX_API Tensor permute(const Tensor& t, const Shape& dims);
+RTX_API Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1);
+RTX_API Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length);
+RTX_API Tensor slice(const Tensor& t, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step = 1);
+RTX_API Tensor select(const Tensor& t, int64_t dim, int64_t index);
+RTX_API Tensor expand(const Tensor& t, const Shape& shape);
+RTX_API Tensor squeeze(const Tensor& t, std::optional<int64_t> dim = std::nullopt);
+RTX_API Tensor unsqueeze(const Tensor& t, int64_t dim);
+RTX_API Tensor flatten(const Tensor& t, int64_t start_dim = 0, int64_t end_dim = -1);
+RTX_API Tensor unflatten(const Tensor& t, int64_t dim, const Shape& sizes);
+RTX_API Tensor diagonal(const Tensor& t, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
+RTX_API Tensor as_strided(const Tensor& t, const Shape& sizes, const Shape& strides, std::optional<int64_t> storage_offset = std::nullopt);
+RTX_API Tensor contiguous(const Tensor& t);
+RTX_API Tensor clone(const Tensor& t);
+// The shape a and b broadcast to; ShapeError naming op when they do not.
+RTX_API Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op = "broadcast");
+RTX_API TensorList broadcast_tensors(const TensorList& tensors);
+// Sums t down to shape (the reverse of broadcasting t from shape).
+RTX_API Tensor sum_to(const Tensor& t, const Shape& shape);
+
+// ---- type promotion ---------------------------------------------------------------------------
+// PyTorch's result_type: dimensioned tensors outrank 0-d tensors, which outrank scalars, within a category.
+RTX_API DType result_type(const Tensor& a, const Tensor& b);
+RTX_API DType result_type(const Tensor& a, const Scalar& b);
+
+// ---- pointwise (see rtx/pointwise.def for the table) -----------------------------------------------
+#define RTX_UNARY(name, F, r, s, g) \
+  RTX_API Tensor name(const Tensor& x); \
+  RTX_API Tensor& name##_(Tensor& x);
+#define RTX_BINARY(name, F, r, s, ga, gb)                         \
+  RTX_API Tensor name(const Tensor& a, const Tensor& b);          \
+  RTX_API Tensor name(const Tensor& a, const Scalar& b);          \
+  RTX_API Tensor name(const Scalar& a, const Tensor& b);          \
+  RTX_API Tensor& name##_(Tensor& a, const Tensor& b);            \
+  RTX_API Tensor& name##_(Tensor& a, const Scalar& b);
+#define RTX_COMPARE(name, F)                             \
+  RTX_API Tensor name(const Tensor& a, const Tensor& b); \
+  RTX_API Tensor name(const Tensor& a, const Scalar& b);
+#define RTX_LOGICAL(name, F) RTX_API Tensor name(const Tensor& a, const Tensor& b);
+#define RTX_PREDICATE(name, F) RTX_API Tensor name(const Tensor& x);
+#include "rtx/pointwise.def"
+
+// a + alpha * b
+RTX_API Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha);
+RTX_API Tensor& add_(Tensor& a, const Tensor& b, const Scalar& alpha);
+// approximate: "none" (exact, erf) or "tanh".
+RTX_API Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+RTX_API Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+RTX_API Tensor elu(const Tensor& x, double alpha = 1.0);
+// log(1 + exp(beta x)) / beta, linear above threshold.
+RTX_API Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+RTX_API Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
+RTX_API Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
+// Elementwise bounds (either may be undefined).
+RTX_API Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);
+// cond ? a : b, broadcast.
+RTX_API Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+RTX_API Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b);
+RTX_API Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b);
+RTX_API Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
+RTX_API Tensor& masked_fill_(Tensor& x, const Tensor& mask, const Scalar& value);
+// x + weight * (end - x)
+RTX_API Tensor lerp(const Tensor& x, const Tensor& end, const Scalar& weight);
+// x + value * t1 * t2 and x + value * t1 / t2
+RTX_API Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
+RTX_API Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
+RTX_API Tensor& addcmul_(Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
+RTX_API Tensor& addcdiv_(Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value = 1);
+RTX_API Tensor& lerp_(Tensor& x, const Tensor& end, const Scalar& weight);
+// Elementwise cast (differentiable between float types).
+RTX_API Tensor to_dtype(const Tensor& x, DType dtype);
+// dst[...] = src, broadcasting src and converting its dtype.
+RTX_API Tensor& copy_(Tensor& dst, const Tensor& src);
+RTX_API Tensor& fill_(Tensor& t, const Scalar& value);
+RTX_API Tensor& zero_(Tensor& t);
+
+// ---- reductions (empty dims = all dims) ------------------------------------------------------------
+// Integer and bool inputs sum to int64.
+RTX_API Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+RTX_API Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+RTX_API Tensor prod(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+RTX_API Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+RTX_API Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+// Largest/smallest element (0-d).
+RTX_API Tensor max(const Tensor& x);
+RTX_API Tensor min(const Tensor& x);
+// Values and int64 indices of the max/min along dim (the first occurrence on ties).
+RTX_API ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
+RTX_API ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
+// Index of the max/min, over the flattened tensor when dim is absent.
+RTX_API Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+RTX_API Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+// Variance with Bessel's correction by default (correction = 1).
+RTX_API Tensor var(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+RTX_API Tensor std(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+// p-norm (p = inf for max-abs).
+RTX_API Tensor norm(const Tensor& x, double p = 2.0, const Shape& dims = {}, bool keepdim = false);
+RTX_API Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
+RTX_API Tensor any(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+RTX_API Tensor all(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+RTX_API Tensor cumsum(const Tensor& x, int64_t dim);
+
+// ---- linear algebra ----------------------------------------------------------------------------
+// numpy-style matmul: 1-d, 2-d and batched with broadcast batch dims.
+RTX_API Tensor matmul(const Tensor& a, const Tensor& b);
+RTX_API Tensor mm(const Tensor& a, const Tensor& b);
+RTX_API Tensor bmm(const Tensor& a, const Tensor& b);
+// x @ weight^T + bias (weight: [out, in]).
+RTX_API Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+
+// ---- convolution and pooling (NCHW) ------------------------------------------------------------
+RTX_API Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const Shape& stride = {1, 1},
+                      const Shape& padding = {0, 0}, const Shape& dilation = {1, 1}, int64_t groups = 1);
+RTX_API Tensor max_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride = {},
+                          const Shape& padding = {0, 0}, const Shape& dilation = {1, 1}, bool ceil_mode = false);
+// Values and the flat (h * W + w) index of each max within its input plane.
+RTX_API ValuesIndices max_pool2d_with_indices(const Tensor& x, const Shape& kernel_size, const Shape& stride = {},
+                                              const Shape& padding = {0, 0}, const Shape& dilation = {1, 1},
+                                              bool ceil_mode = false);
+RTX_API Tensor avg_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride = {},
+                          const Shape& padding = {0, 0}, bool ceil_mode = false, bool count_include_pad = true);
+RTX_API Tensor adaptive_avg_pool2d(const Tensor& x, const Shape& output_size);
+
+// ---- neural network functions -----------------------------------------------------------------
+RTX_API Tensor softmax(const Tensor& x, int64_t dim);
+RTX_API Tensor log_softmax(const Tensor& x, int64_t dim);
+RTX_API Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                          const Tensor& bias = {}, double eps = 1e-5);
+// Training mode normalizes with batch statistics and updates running_mean/var in place (when given).
+RTX_API Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                          const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
+                          double eps = 1e-5);
+// Rows of weight picked by integer indices; padding_idx rows get no gradient.
+RTX_API Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt);
+// Zeroes elements with probability p and scales the rest by 1/(1-p); identity when !training.
+RTX_API Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+// logits [N, C] or [N, C, d...], target class indices [N] / [N, d...] (int64).
+RTX_API Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight = {},
+                             int64_t ignore_index = -100, Reduction reduction = Reduction::Mean,
+                             double label_smoothing = 0.0);
+RTX_API Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& weight = {},
+                        int64_t ignore_index = -100, Reduction reduction = Reduction::Mean);
+RTX_API Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+RTX_API Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, const Tensor& weight = {},
+                                                const Tensor& pos_weight = {}, Reduction reduction = Reduction::Mean);
+// int64 indices -> int64 one-hot rows (num_classes = max + 1 when negative).
+RTX_API Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+
+// ---- joining, splitting, indexing --------------------------------------------------------------
+RTX_API Tensor cat(const TensorList& tensors, int64_t dim = 0);
+RTX_API Tensor stack(const TensorList& tensors, int64_t dim = 0);
+// Pieces of split_size along dim (the last may be smaller).
+RTX_API TensorList split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+RTX_API TensorList split(const Tensor& x, const Shape& split_sizes, int64_t dim = 0);
+RTX_API TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+RTX_API Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+RTX_API Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+RTX_API Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+RTX_API Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value);
+RTX_API Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+RTX_API Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1);
+RTX_API Tensor tril(const Tensor& x, int64_t diagonal = 0);
+RTX_API Tensor triu(const Tensor& x, int64_t diagonal = 0);
+RTX_API ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
+// Stable sort.
+RTX_API ValuesIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false);
+RTX_API Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
+
+}  // namespace rtx

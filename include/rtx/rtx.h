@@ -1,0 +1,12 @@
+// The whole public C++ API: #include <rtx/rtx.h>
+#pragma once
+
+#include "rtx/autograd.h"
+#include "rtx/config.h"
+#include "rtx/device.h"
+#include "rtx/dtype.h"
+#include "rtx/error.h"
+#include "rtx/ops.h"
+#include "rtx/scalar.h"
+#include "rtx/tensor.h"
+#include "rtx/version.h"

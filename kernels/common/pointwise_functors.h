@@ -1,0 +1,268 @@
+// Scalar math of every pointwise op, written once for CPU and GPU. Each functor's call operator is
+// a template over the compute type (float for the 16-bit floats, see opmath.h), so the same functor
+// serves every dtype the op's rule allows.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "rtx/export.h"
+
+namespace rtx::fn {
+
+template <typename T>
+RTX_INLINE bool is_nan(T x) {
+  if constexpr (std::is_floating_point_v<T>) return x != x;
+  else return false;
+}
+
+// ---- unary ------------------------------------------------------------------------------------
+struct Neg {
+  template <typename T> RTX_INLINE T operator()(T x) const { return static_cast<T>(-x); }
+};
+struct Abs {
+  template <typename T> RTX_INLINE T operator()(T x) const {
+    if constexpr (std::is_unsigned_v<T>) return x;
+    else if constexpr (std::is_integral_v<T>) return static_cast<T>(x < 0 ? -x : x);
+    else return std::fabs(x);
+  }
+};
+struct Sign {
+  template <typename T> RTX_INLINE T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) { if (x != x) return x; }
+    return static_cast<T>((T(0) < x) - (x < T(0)));
+  }
+};
+struct Floor {
+  template <typename T> RTX_INLINE T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>) return x; else return std::floor(x);
+  }
+};
+struct Ceil {
+  template <typename T> RTX_INLINE T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>) return x; else return std::ceil(x);
+  }
+};
+// Rounds half to even, like PyTorch and numpy.
+struct Round {
+  template <typename T> RTX_INLINE T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>) return x; else return std::nearbyint(x);
+  }
+};
+struct Trunc {
+  template <typename T> RTX_INLINE T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>) return x; else return std::trunc(x);
+  }
+};
+struct Square {
+  template <typename T> RTX_INLINE T operator()(T x) const { return static_cast<T>(x * x); }
+};
+// NaN propagates.
+struct Relu {
+  template <typename T> RTX_INLINE T operator()(T x) const { return x < T(0) ? T(0) : x; }
+};
+struct Exp {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::exp(x); }
+};
+struct Log {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::log(x); }
+};
+struct Log1p {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::log1p(x); }
+};
+struct Expm1 {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::expm1(x); }
+};
+struct Sqrt {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::sqrt(x); }
+};
+struct Rsqrt {
+  template <typename T> RTX_INLINE T operator()(T x) const { return T(1) / std::sqrt(x); }
+};
+struct Reciprocal {
+  template <typename T> RTX_INLINE T operator()(T x) const { return T(1) / x; }
+};
+struct Sin {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::sin(x); }
+};
+struct Cos {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::cos(x); }
+};
+struct Sigmoid {
+  template <typename T> RTX_INLINE T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); }
+};
+struct Tanh {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::tanh(x); }
+};
+struct Silu {
+  template <typename T> RTX_INLINE T operator()(T x) const { return x / (T(1) + std::exp(-x)); }
+};
+struct Erf {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::erf(x); }
+};
+// Exact GELU: x * Phi(x).
+struct Gelu {
+  template <typename T> RTX_INLINE T operator()(T x) const {
+    return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+  }
+};
+// GELU with the tanh approximation.
+struct GeluTanh {
+  template <typename T> RTX_INLINE T operator()(T x) const {
+    const T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
+    return T(0.5) * x * (T(1) + std::tanh(inner));
+  }
+};
+struct LeakyRelu {
+  double slope;
+  template <typename T> RTX_INLINE T operator()(T x) const { return x > T(0) ? x : x * static_cast<T>(slope); }
+};
+struct Elu {
+  double alpha;
+  template <typename T> RTX_INLINE T operator()(T x) const { return x > T(0) ? x : static_cast<T>(alpha) * std::expm1(x); }
+};
+// log(1 + exp(beta x)) / beta, and x itself where beta x > threshold.
+struct Softplus {
+  double beta, threshold;
+  template <typename T> RTX_INLINE T operator()(T x) const {
+    const T bx = x * static_cast<T>(beta);
+    return bx > static_cast<T>(threshold) ? x : std::log1p(std::exp(bx)) / static_cast<T>(beta);
+  }
+};
+// Bounds are given as doubles; a NaN bound means "none". NaN inputs stay NaN.
+struct Clamp {
+  double lo, hi;
+  template <typename T> RTX_INLINE T operator()(T x) const {
+    if (is_nan(x)) return x;
+    if (lo == lo && static_cast<double>(x) < lo) x = static_cast<T>(lo);
+    if (hi == hi && static_cast<double>(x) > hi) x = static_cast<T>(hi);
+    return x;
+  }
+};
+// Identity in the compute type: the functor of casts and copies.
+struct Identity {
+  template <typename T> RTX_INLINE T operator()(T x) const { return x; }
+};
+
+// ---- binary -----------------------------------------------------------------------------------
+struct Add {
+  template <typename T> RTX_INLINE T operator()(T a, T b) const { return static_cast<T>(a + b); }
+};
+struct Sub {
+  template <typename T> RTX_INLINE T operator()(T a, T b) const { return static_cast<T>(a - b); }
+};
+struct Mul {
+  template <typename T> RTX_INLINE T operator()(T a, T b) const { return static_cast<T>(a * b); }
+};
+// Integer division by zero gives 0 instead of trapping (only floats reach Div: it is true division).
+struct Div {
+  template <typename T> RTX_INLINE T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) return b == 0 ? T(0) : static_cast<T>(a / b);
+    else return a / b;
+  }
+};
+struct Pow {
+  template <typename T> RTX_INLINE T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b < 0) return a == 1 ? T(1) : (a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0));
+      T result = 1, base = a;
+      for (T e = b; e > 0; e >>= 1) {
+        if (e & 1) result = static_cast<T>(result * base);
+        base = static_cast<T>(base * base);
+      }
+      return result;
+    } else {
+      return std::pow(a, b);
+    }
+  }
+};
+struct Maximum {
+  template <typename T> RTX_INLINE T operator()(T a, T b) const {
+    if (is_nan(a) || is_nan(b)) return is_nan(a) ? a : b;
+    return a > b ? a : b;
+  }
+};
+struct Minimum {
+  template <typename T> RTX_INLINE T operator()(T a, T b) const {
+    if (is_nan(a) || is_nan(b)) return is_nan(a) ? a : b;
+    return a < b ? a : b;
+  }
+};
+// C's fmod: the result has the sign of a. Integer b == 0 gives 0.
+struct Fmod {
+  template <typename T> RTX_INLINE T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) return b == 0 ? T(0) : static_cast<T>(a % b);
+    else return std::fmod(a, b);
+  }
+};
+// Python's %: the result has the sign of b. Integer b == 0 gives 0.
+struct Remainder {
+  template <typename T> RTX_INLINE T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0) return T(0);
+      T r = static_cast<T>(a % b);
+      if constexpr (std::is_signed_v<T>) {
+        if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);
+      }
+      return r;
+    } else {
+      T r = std::fmod(a, b);
+      if (r != T(0) && ((r < T(0)) != (b < T(0)))) r += b;
+      return r;
+    }
+  }
+};
+struct Atan2 {
+  template <typename T> RTX_INLINE T operator()(T a, T b) const { return std::atan2(a, b); }
+};
+
+struct Eq { template <typename T> RTX_INLINE bool operator()(T a, T b) const { return a == b; } };
+struct Ne { template <typename T> RTX_INLINE bool operator()(T a, T b) const { return a != b; } };
+struct Lt { template <typename T> RTX_INLINE bool operator()(T a, T b) const { return a < b; } };
+struct Le { template <typename T> RTX_INLINE bool operator()(T a, T b) const { return a <= b; } };
+struct Gt { template <typename T> RTX_INLINE bool operator()(T a, T b) const { return a > b; } };
+struct Ge { template <typename T> RTX_INLINE bool operator()(T a, T b) const { return a >= b; } };
+
+struct LogicalAnd { RTX_INLINE bool operator()(bool a, bool b) const { return a && b; } };
+struct LogicalOr { RTX_INLINE bool operator()(bool a, bool b) const { return a || b; } };
+struct LogicalXor { RTX_INLINE bool operator()(bool a, bool b) const { return a != b; } };
+
+struct LogicalNot { template <typename T> RTX_INLINE bool operator()(T x) const { return !static_cast<bool>(x); } };
+struct IsNan { template <typename T> RTX_INLINE bool operator()(T x) const { return is_nan(x); } };
+struct IsInf {
+  template <typename T> RTX_INLINE bool operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return std::isinf(x); else return false;
+  }
+};
+struct IsFinite {
+  template <typename T> RTX_INLINE bool operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return std::isfinite(x); else return true;
+  }
+};
+
+// ---- ternary ----------------------------------------------------------------------------------
+struct Where {
+  template <typename T> RTX_INLINE T operator()(bool c, T a, T b) const { return c ? a : b; }
+};
+// x + value * t1 * t2
+struct Addcmul {
+  double value;
+  template <typename T> RTX_INLINE T operator()(T x, T a, T b) const { return static_cast<T>(x + static_cast<T>(value) * a * b); }
+};
+// x + value * t1 / t2
+struct Addcdiv {
+  double value;
+  template <typename T> RTX_INLINE T operator()(T x, T a, T b) const { return static_cast<T>(x + static_cast<T>(value) * a / b); }
+};
+// x + weight * (end - x)
+struct Lerp {
+  double weight;
+  template <typename T> RTX_INLINE T operator()(T x, T end) const {
+    const T w = static_cast<T>(weight);
+    return w < T(0.5) ? x + w * (end - x) : end - (end - x) * (T(1) - w);
+  }
+};
+
+}  // namespace rtx::fn

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Installs the system packages needed to build and test rtx (Debian/Ubuntu).
+# Idempotent: apt is skipped entirely when every package is already installed.
+# Set RTX_SKIP_DEPS=1 to skip this step.
+set -euo pipefail
+
+if [[ "${RTX_SKIP_DEPS:-0}" == "1" ]]; then
+  echo "install_deps: skipped (RTX_SKIP_DEPS=1)"
+  exit 0
+fi
+
+# Needed to configure, build and test.
+required=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev
+          libfmt-dev libspdlog-dev libopenblas-dev python3)
+# Nice to have: the build works without them.
+optional=(ccache python3-numpy)
+
+is_installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
+missing_required=()
+missing_optional=()
+for pkg in "${required[@]}"; do
+  is_installed "$pkg" || missing_required+=("$pkg")
+done
+for pkg in "${optional[@]}"; do
+  is_installed "$pkg" || missing_optional+=("$pkg")
+done
+
+missing=("${missing_required[@]}" "${missing_optional[@]}")
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install_deps: all packages present"
+  exit 0
+fi
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "install_deps: apt-get not available; please install: ${missing[*]}" >&2
+  [[ ${#missing_required[@]} -eq 0 ]] && exit 0 || exit 1
+fi
+
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+  else
+    echo "install_deps: not root and no sudo; please install: ${missing[*]}" >&2
+    [[ ${#missing_required[@]} -eq 0 ]] && exit 0 || exit 1
+  fi
+fi
+
+echo "install_deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+if "${sudo[@]}" apt-get update \
+   && "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"; then
+  exit 0
+fi
+
+# apt failed (e.g. no network). Only a missing required package is fatal.
+still_missing=()
+for pkg in "${missing_required[@]}"; do
+  is_installed "$pkg" || still_missing+=("$pkg")
+done
+if [[ ${#still_missing[@]} -gt 0 ]]; then
+  echo "install_deps: failed to install required packages: ${still_missing[*]}" >&2
+  exit 1
+fi
+echo "install_deps: warning: could not install optional packages: ${missing_optional[*]}" >&2
+exit 0

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Builds and tests rtx:
+#   1. build/release  Release build (CUDA when available, tests, bench, examples) + ctest
+#   2. build/asan     AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only) + ctest
+# Prints a summary and exits non-zero if any step failed.
+#
+# Environment:
+#   RTX_JOBS=N        parallel build/test jobs (default 2)
+#   RTX_SKIP_DEPS=1   do not run scripts/install_deps.sh
+#   RTX_SKIP_ASAN=1   skip the sanitizer build
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd)
+JOBS=${RTX_JOBS:-2}
+
+declare -a SUMMARY=()
+FAILED=0
+START=$SECONDS
+
+# step <name> <command...>: runs a command, records PASS/FAIL and its duration.
+step() {
+  local name=$1
+  shift
+  local t0=$SECONDS
+  echo
+  echo "==> ${name}"
+  echo "    \$ $*"
+  if "$@"; then
+    SUMMARY+=("PASS  ${name} ($((SECONDS - t0))s)")
+    return 0
+  else
+    local rc=$?
+    SUMMARY+=("FAIL  ${name} (exit ${rc}, $((SECONDS - t0))s)")
+    FAILED=1
+    return 1
+  fi
+}
+
+skip() {
+  SUMMARY+=("SKIP  $1")
+}
+
+finish() {
+  echo
+  echo "================ rtx test summary ================"
+  local line
+  for line in "${SUMMARY[@]}"; do
+    echo "  ${line}"
+  done
+  echo "  total time: $((SECONDS - START))s"
+  if [[ ${FAILED} -ne 0 ]]; then
+    echo "RESULT: FAILED"
+    exit 1
+  fi
+  echo "RESULT: OK"
+  exit 0
+}
+
+# configure_build_test <label> <build dir> <cmake args...>
+configure_build_test() {
+  local label=$1 dir=$2
+  shift 2
+  if ! step "${label}: configure" cmake -S "${ROOT}" -B "${dir}" -G Ninja "$@"; then
+    skip "${label}: build"
+    skip "${label}: ctest"
+    return
+  fi
+  if ! step "${label}: build" nice cmake --build "${dir}" --parallel "${JOBS}"; then
+    skip "${label}: ctest"
+    return
+  fi
+  step "${label}: ctest" ctest --test-dir "${dir}" --output-on-failure -j "${JOBS}" || true
+}
+
+if ! step "install dependencies" scripts/install_deps.sh; then
+  finish
+fi
+
+# 1. Release build with everything enabled.
+configure_build_test release "${ROOT}/build/release" \
+  -DCMAKE_BUILD_TYPE=Release \
+  -DRTX_BUILD_TESTS=ON \
+  -DRTX_BUILD_BENCH=ON \
+  -DRTX_BUILD_EXAMPLES=ON \
+  -DRTX_SANITIZE=
+
+# 2. Sanitized CPU-only build of the library and the unit tests.
+if [[ "${RTX_SKIP_ASAN:-0}" == "1" ]]; then
+  skip "asan: (RTX_SKIP_ASAN=1)"
+else
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-halt_on_error=1:abort_on_error=0:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:print_summary=1}"
+  export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:print_summary=1}"
+  export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=${ROOT}/cmake/lsan.supp:print_suppressions=0}"
+  configure_build_test asan "${ROOT}/build/asan" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" \
+    -DRTX_SANITIZE=address,undefined \
+    -DRTX_WITH_CUDA=OFF \
+    -DRTX_BUILD_TESTS=ON \
+    -DRTX_BUILD_BENCH=OFF \
+    -DRTX_BUILD_EXAMPLES=OFF
+fi
+
+finish

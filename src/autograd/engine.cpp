@@ -1,0 +1,208 @@
+// The backward engine: counts dependencies, then runs nodes in reverse creation order (highest
+// sequence number first) once all their incoming gradients have arrived. Iterative throughout, so a
+// graph of any depth runs in constant stack. The engine, not the formulas, reduces a gradient to its
+// input's shape when broadcasting expanded it, and casts it to the input's dtype.
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/accumulate_grad.h"
+#include "autograd/function.h"
+#include "core/check.h"
+#include "core/shape.h"
+#include "rtx/ops.h"
+
+namespace rtx::autograd {
+namespace {
+
+// Hands the root gradients to the graph.
+class GraphRoot final : public Node {
+ public:
+  GraphRoot(std::vector<Edge> edges, TensorList grads) : Node("GraphRoot"), grads_(std::move(grads)) {
+    mutable_next_edges() = std::move(edges);
+  }
+  TensorList apply(TensorList&&) override { return grads_; }
+
+ private:
+  TensorList grads_;
+};
+
+struct CompareSeq {
+  bool operator()(Node* a, Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+};
+
+Tensor conform_gradient(Tensor g, const InputMeta& meta, const Node& producer, size_t i) {
+  if (g.sizes() != meta.shape) g = sum_to(g, meta.shape);  // undoes broadcasting; raises if impossible
+  RTX_CHECK(g.device() == meta.device, DeviceError,
+            "[autograd] backward of '{}' returned a gradient on {} for input {} on {}", producer.name(), g.device(), i,
+            meta.device);
+  if (g.dtype() != meta.dtype) g = g.to(meta.dtype);
+  return g;
+}
+
+void check_backward_anomaly(const Tensor& g, const Node& node, size_t i) {
+  if (!is_floating(g.dtype()) || g.numel() == 0) return;
+  NoGradGuard no_grad;
+  RTX_CHECK(isfinite(g).all().item<bool>(), Error,
+            "[anomaly] backward of '{}' produced NaN or Inf in the gradient for its input {} (shape {})", node.name(), i,
+            detail::shape_str(g.sizes()));
+}
+
+// Runs the graph below `roots`. When `capture` is given (autograd::grad), gradients arriving at those
+// edges are returned instead of being accumulated, and only nodes that lead to them run.
+TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_graph, bool create_graph,
+               const std::vector<Edge>* capture) {
+  RTX_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(), ValueError,
+            "[backward] got {} tensors but {} gradients", roots.size(), grad_roots.size());
+  std::vector<Edge> root_edges;
+  TensorList root_grads;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    RTX_CHECK(r.defined() && requires_grad(r), Error,
+              "[backward] tensor {} does not require grad and has no grad_fn: nothing to differentiate (did you "
+              "forget requires_grad_() on an input, or compute it under NoGradGuard?)",
+              i);
+    Tensor g = grad_roots.empty() ? Tensor() : grad_roots[i];
+    if (!g.defined()) {
+      RTX_CHECK(r.numel() == 1, ShapeError,
+                "[backward] a gradient can be created implicitly only for one-element outputs, but tensor {} has "
+                "shape {}; pass a gradient of that shape",
+                i, detail::shape_str(r.sizes()));
+      g = ones_like(r);
+    } else {
+      RTX_CHECK(g.sizes() == r.sizes(), ShapeError, "[backward] gradient {} has shape {} but its tensor has shape {}",
+                i, detail::shape_str(g.sizes()), detail::shape_str(r.sizes()));
+    }
+    root_edges.push_back(gradient_edge(r));
+    root_grads.push_back(std::move(g));
+  }
+  auto graph_root = std::make_shared<GraphRoot>(std::move(root_edges), std::move(root_grads));
+
+  // Dependencies and a post-order (children before parents), both without recursion.
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> post_order;
+  {
+    std::unordered_set<Node*> seen{graph_root.get()};
+    std::vector<std::pair<Node*, size_t>> stack{{graph_root.get(), 0}};
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      if (next < node->next_edges().size()) {
+        Node* child = node->next_edges()[next++].function.get();
+        if (child == nullptr) continue;
+        ++deps[child];
+        if (seen.insert(child).second) stack.emplace_back(child, 0);
+      } else {
+        post_order.push_back(node);
+        stack.pop_back();
+      }
+    }
+  }
+
+  // For autograd::grad: which (node, input) pairs are captured, and which nodes must run.
+  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captures;
+  std::unordered_set<Node*> needed;
+  TensorList captured;
+  if (capture != nullptr) {
+    captured.resize(capture->size());
+    for (size_t i = 0; i < capture->size(); ++i)
+      if ((*capture)[i].valid()) captures[(*capture)[i].function.get()].emplace_back((*capture)[i].input_nr, i);
+    for (Node* n : post_order) {
+      bool need = false;
+      for (const auto& e : n->next_edges()) {
+        Node* c = e.function.get();
+        need = need || (c != nullptr && (needed.count(c) || captures.count(c)));
+      }
+      if (need) needed.insert(n);
+    }
+  }
+
+  const bool prev_grad_mode = is_grad_enabled();
+  set_grad_enabled(create_graph);
+  struct Restore {
+    bool prev;
+    ~Restore() { set_grad_enabled(prev); }
+  } restore{prev_grad_mode};
+
+  std::unordered_map<Node*, TensorList> buffers;
+  std::priority_queue<Node*, std::vector<Node*>, CompareSeq> ready;
+  ready.push(graph_root.get());
+  // Keeps nodes alive while they run even if the user dropped every tensor referring to them.
+  std::vector<std::shared_ptr<Node>> keep_alive;
+  const bool anomaly = is_anomaly_enabled();
+
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    TensorList inputs;
+    if (auto it = buffers.find(node); it != buffers.end()) {
+      inputs = std::move(it->second);
+      buffers.erase(it);
+    }
+    inputs.resize(node->input_meta().size());
+    for (uint32_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].defined()) inputs[i] = node->run_hooks(i, std::move(inputs[i]));
+
+    if (capture != nullptr) {
+      if (auto it = captures.find(node); it != captures.end())
+        for (auto [input_nr, idx] : it->second) {
+          const Tensor& g = inputs[input_nr];
+          captured[idx] = captured[idx].defined() && g.defined() ? captured[idx] + g : (g.defined() ? g : captured[idx]);
+        }
+      if (!needed.count(node)) continue;
+    }
+
+    bool any_grad = node == graph_root.get();
+    for (const auto& g : inputs) any_grad = any_grad || g.defined();
+    TensorList outputs;
+    if (any_grad) {
+      outputs = node->apply(std::move(inputs));
+      if (!keep_graph) node->release_variables();
+    }
+    const auto& edges = node->next_edges();
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const Edge& e = edges[i];
+      if (!e.valid()) continue;
+      Node* child = e.function.get();
+      if (i < outputs.size() && outputs[i].defined()) {
+        Tensor g = conform_gradient(std::move(outputs[i]), child->input_meta()[e.input_nr], *node, i);
+        if (anomaly) check_backward_anomaly(g, *node, i);
+        TensorList& buf = buffers[child];
+        if (buf.size() < child->input_meta().size()) buf.resize(child->input_meta().size());
+        Tensor& slot = buf[e.input_nr];
+        slot = slot.defined() ? slot + g : std::move(g);
+      }
+      if (--deps[child] == 0) {
+        keep_alive.push_back(e.function);
+        ready.push(child);
+      }
+    }
+  }
+  return captured;
+}
+
+}  // namespace
+
+void backward(const TensorList& tensors, const TensorList& grad_tensors, bool retain_graph, bool create_graph) {
+  run(tensors, grad_tensors, retain_graph || create_graph, create_graph, nullptr);
+}
+
+TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
+                std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
+  std::vector<Edge> edges;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    RTX_CHECK(inputs[i].defined() && requires_grad(inputs[i]), Error,
+              "[grad] input {} does not require grad; call requires_grad_() on it before computing the outputs", i);
+    edges.push_back(gradient_edge(inputs[i]));
+  }
+  TensorList result = run(outputs, grad_outputs, retain_graph.value_or(create_graph), create_graph, &edges);
+  for (size_t i = 0; i < result.size(); ++i) {
+    RTX_CHECK(result[i].defined() || allow_unused, Error,
+              "[grad] input {} was not used to compute the outputs; pass allow_unused=true to get an undefined "
+              "gradient for it",
+              i);
+    if (result[i].defined() && result[i].sizes() != inputs[i].sizes()) result[i] = sum_to(result[i], inputs[i].sizes());
+  }
+  return result;
+}
+
+}  // namespace rtx::autograd

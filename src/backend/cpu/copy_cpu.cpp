@@ -1,0 +1,38 @@
+// CPU copy/cast and fill kernels.
+#include "backend/cpu/loops.h"
+#include "backend/cpu/register.h"
+#include "core/dtype_dispatch.h"
+#include "kernels/common/pointwise_functors.h"
+#include "ops/kernels.h"
+
+namespace rtx::cpu {
+namespace {
+
+void copy_cpu(const Tensor& dst, const Tensor& src) {
+  RTX_DISPATCH_ALL(dst.dtype(), "copy_", [&] {
+    using out_t = scalar_t;
+    RTX_DISPATCH_ALL(src.dtype(), "copy_", [&] { pointwise<out_t, scalar_t>(dst, fn::Identity{}, src); });
+  });
+}
+
+template <typename T>
+struct Constant {
+  T value;
+  T operator()() const { return value; }
+};
+
+void fill_cpu(const Tensor& t, const Scalar& value) {
+  RTX_DISPATCH_ALL(t.dtype(), "fill_", [&] {
+    const scalar_t v = value.to<scalar_t>();
+    pointwise<scalar_t>(t, Constant<scalar_t>{v});
+  });
+}
+
+}  // namespace
+
+void register_copy_kernels() {
+  kernels::copy_kernel.set(kCPU, copy_cpu);
+  kernels::fill_kernel.set(kCPU, fill_cpu);
+}
+
+}  // namespace rtx::cpu

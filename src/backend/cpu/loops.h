@@ -1,0 +1,127 @@
+// The CPU pointwise launcher, shared by every unary, binary and ternary op (and casts):
+//   cpu::pointwise<out_t, in_t...>(out, functor, inputs...)
+// Inputs have out's shape (front-ends broadcast them with stride-0 views). When every operand is
+// contiguous the loop is a flat, vectorizable one; otherwise dims are collapsed and the innermost
+// dim runs with constant strides.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/parallel.h"
+#include "kernels/common/opmath.h"
+#include "rtx/tensor.h"
+
+namespace rtx::cpu {
+
+// Sizes and per-operand byte strides after dropping size-1 dims and merging dims that are
+// contiguous with each other in every operand. Innermost dim last.
+template <size_t N>
+struct Geometry {
+  std::vector<int64_t> sizes;
+  std::array<std::vector<int64_t>, N> strides;
+};
+
+template <size_t N>
+Geometry<N> collapse(const std::array<const Tensor*, N>& ops) {
+  Geometry<N> g;
+  const Shape& shape = ops[0]->sizes();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !g.sizes.empty();
+    for (size_t k = 0; k < N && merge; ++k) {
+      const int64_t es = static_cast<int64_t>(ops[k]->element_size());
+      merge = g.strides[k].back() == ops[k]->strides()[d] * es * shape[d];
+    }
+    if (merge) {
+      g.sizes.back() *= shape[d];
+      for (size_t k = 0; k < N; ++k) g.strides[k].back() = ops[k]->strides()[d] * static_cast<int64_t>(ops[k]->element_size());
+    } else {
+      g.sizes.push_back(shape[d]);
+      for (size_t k = 0; k < N; ++k) g.strides[k].push_back(ops[k]->strides()[d] * static_cast<int64_t>(ops[k]->element_size()));
+    }
+  }
+  if (g.sizes.empty()) {
+    g.sizes.push_back(1);
+    for (size_t k = 0; k < N; ++k) g.strides[k].push_back(0);
+  }
+  return g;
+}
+
+// Calls op(ptrs) for every element, ptrs being one byte pointer per operand.
+template <size_t N, typename Op>
+void for_each_strided(const std::array<char*, N>& base, const Geometry<N>& g, int64_t n, int64_t grain, const Op& op) {
+  const int64_t nd = static_cast<int64_t>(g.sizes.size());
+  parallel_for(n, grain, [&](int64_t b, int64_t e) {
+    std::vector<int64_t> idx(nd);
+    std::array<char*, N> p = base;
+    int64_t rem = b;
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      idx[d] = rem % g.sizes[d];
+      rem /= g.sizes[d];
+      for (size_t k = 0; k < N; ++k) p[k] += idx[d] * g.strides[k][d];
+    }
+    const int64_t inner = g.sizes[nd - 1];
+    std::array<int64_t, N> s;
+    for (size_t k = 0; k < N; ++k) s[k] = g.strides[k][nd - 1];
+    for (int64_t i = b; i < e;) {
+      const int64_t run = std::min(inner - idx[nd - 1], e - i);
+      std::array<char*, N> q = p;
+      for (int64_t j = 0; j < run; ++j) {
+        op(q);
+        for (size_t k = 0; k < N; ++k) q[k] += s[k];
+      }
+      i += run;
+      for (size_t k = 0; k < N; ++k) p[k] += run * s[k];
+      idx[nd - 1] += run;
+      // Carry into outer dims.
+      for (int64_t d = nd - 1; d > 0 && idx[d] == g.sizes[d]; --d) {
+        for (size_t k = 0; k < N; ++k) p[k] += g.strides[k][d - 1] - g.sizes[d] * g.strides[k][d];
+        idx[d] = 0;
+        ++idx[d - 1];
+      }
+    }
+  });
+}
+
+namespace loops_detail {
+template <typename Out, typename... In, typename F, size_t... I>
+void contiguous(Out* o, const std::tuple<const In*...>& in, int64_t b, int64_t e, const F& f, std::index_sequence<I...>) {
+  for (int64_t i = b; i < e; ++i)
+    o[i] = static_cast<Out>(f(static_cast<detail::opmath_t<In>>(std::get<I>(in)[i])...));
+}
+
+template <typename Out, typename... In, typename F, size_t N, size_t... I>
+inline void element(const std::array<char*, N>& p, const F& f, std::index_sequence<I...>) {
+  *reinterpret_cast<Out*>(p[0]) =
+      static_cast<Out>(f(static_cast<detail::opmath_t<In>>(*reinterpret_cast<const In*>(p[I + 1]))...));
+}
+}  // namespace loops_detail
+
+template <typename Out, typename... In, typename F, typename... Ts>
+void pointwise(const Tensor& out, const F& f, const Ts&... ins) {
+  static_assert(sizeof...(In) == sizeof...(Ts), "one input type per input tensor");
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const bool contiguous = (out.is_contiguous() && ... && ins.is_contiguous());
+  if (contiguous) {
+    Out* o = static_cast<Out*>(out.data_ptr());
+    const std::tuple<const In*...> in{static_cast<const In*>(ins.data_ptr())...};
+    parallel_for(n, kGrainSize, [&](int64_t b, int64_t e) {
+      loops_detail::contiguous<Out, In...>(o, in, b, e, f, std::index_sequence_for<In...>{});
+    });
+    return;
+  }
+  constexpr size_t N = 1 + sizeof...(In);
+  const std::array<const Tensor*, N> ops{&out, &ins...};
+  const Geometry<N> g = collapse<N>(ops);
+  std::array<char*, N> base{static_cast<char*>(out.data_ptr()), static_cast<char*>(ins.data_ptr())...};
+  for_each_strided<N>(base, g, n, kGrainSize, [&](const std::array<char*, N>& p) {
+    loops_detail::element<Out, In...>(p, f, std::index_sequence_for<In...>{});
+  });
+}
+
+}  // namespace rtx::cpu

@@ -1,0 +1,33 @@
+// The kernel registry: one table per op with a slot per device type, filled by the backends'
+// register_*_kernels(), which the library calls once when it is loaded (src/core/init.cpp). The
+// tables are constant-initialized, so no static-initialization order matters. A lookup is an array index.
+#pragma once
+
+#include "rtx/device.h"
+
+namespace rtx::detail {
+
+[[noreturn]] void throw_missing_kernel(const char* op, Device device);
+
+template <typename Fn>
+class KernelTable {
+ public:
+  explicit constexpr KernelTable(const char* op) : op_(op) {}
+  void set(DeviceType type, Fn* fn) { slots_[static_cast<int>(type)] = fn; }
+  bool has(DeviceType type) const { return slots_[static_cast<int>(type)] != nullptr; }
+  Fn* get(Device device) const {
+    Fn* fn = slots_[static_cast<int>(device.type)];
+    if (fn == nullptr) throw_missing_kernel(op_, device);
+    return fn;
+  }
+  const char* op() const { return op_; }
+
+ private:
+  const char* op_;
+  Fn* slots_[kNumDeviceTypes] = {};
+};
+
+}  // namespace rtx::detail
+
+#define RTX_DECLARE_KERNEL(name, Signature) extern ::rtx::detail::KernelTable<Signature> name
+#define RTX_DEFINE_KERNEL(name, Signature) ::rtx::detail::KernelTable<Signature> name(#name)

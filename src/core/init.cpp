@@ -1,0 +1,18 @@
+// What runs once when the library is loaded: logging setup and kernel registration for every backend
+// in the build. The kernel tables are constant-initialized, so they exist before this runs.
+#include "core/logging.h"
+
+namespace rtx::cpu {
+void register_cpu_kernels();
+}
+
+namespace rtx::detail {
+namespace {
+
+__attribute__((constructor)) void load_library() {
+  init_logging();
+  cpu::register_cpu_kernels();
+}
+
+}  // namespace
+}  // namespace rtx::detail

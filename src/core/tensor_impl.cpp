@@ -1,0 +1,44 @@
+// TensorImpl construction and the basic constructors used by every op.
+#include "core/tensor_impl.h"
+
+#include "autograd/meta.h"
+#include "core/check.h"
+#include "core/shape.h"
+
+namespace rtx::detail {
+
+TensorImpl::TensorImpl(std::shared_ptr<Storage> storage_, Shape sizes_, Shape strides_, int64_t offset_, DType dtype_)
+    : storage(std::move(storage_)), sizes(std::move(sizes_)), strides(std::move(strides_)), offset(offset_), dtype(dtype_) {
+  refresh();
+}
+
+TensorImpl::~TensorImpl() = default;
+
+void TensorImpl::refresh() {
+  numel = numel_of(sizes);
+  contiguous = detail::is_contiguous(sizes, strides);
+}
+
+autograd::AutogradMeta& TensorImpl::autograd_meta() {
+  if (!autograd) autograd = std::make_unique<autograd::AutogradMeta>();
+  return *autograd;
+}
+
+Tensor make_tensor(const Shape& sizes, DType dtype, Device device) {
+  const int64_t n = checked_numel(sizes, "empty");
+  const size_t bytes = static_cast<size_t>(n) * element_size(dtype);
+  RTX_CHECK(n == 0 || bytes / static_cast<size_t>(n) == element_size(dtype), ValueError,
+            "[empty] shape {} of {} needs more bytes than fit in memory", shape_str(sizes), dtype);
+  auto storage = std::make_shared<Storage>(bytes, device);
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype));
+}
+
+Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>(t.impl()->storage, std::move(sizes), std::move(strides), offset, t.dtype());
+  impl->is_view = true;
+  return Tensor(std::move(impl));
+}
+
+Tensor alias(const Tensor& t) { return make_view(t, t.sizes(), t.strides(), t.storage_offset()); }
+
+}  // namespace rtx::detail

@@ -1,0 +1,44 @@
+// TensorImpl: what a Tensor handle points to. Storage + sizes/strides (in elements) + offset + dtype,
+// and an autograd record that stays null until the tensor takes part in differentiation.
+#pragma once
+
+#include <memory>
+
+#include "core/storage.h"
+#include "rtx/tensor.h"
+
+namespace rtx::autograd {
+struct AutogradMeta;
+}
+
+namespace rtx::detail {
+
+class TensorImpl {
+ public:
+  TensorImpl(std::shared_ptr<Storage> storage, Shape sizes, Shape strides, int64_t offset, DType dtype);
+  ~TensorImpl();
+
+  std::shared_ptr<Storage> storage;
+  Shape sizes;
+  Shape strides;
+  int64_t offset = 0;
+  DType dtype;
+  int64_t numel = 0;
+  bool contiguous = true;
+  bool is_view = false;  // shares storage with the tensor it was made from
+  std::unique_ptr<autograd::AutogradMeta> autograd;
+
+  // Recomputes numel and contiguity after sizes/strides change.
+  void refresh();
+  char* data() const { return static_cast<char*>(storage->data()) + offset * static_cast<int64_t>(element_size(dtype)); }
+  autograd::AutogradMeta& autograd_meta();  // creates it on first use
+};
+
+// A new contiguous tensor (uninitialized).
+Tensor make_tensor(const Shape& sizes, DType dtype, Device device);
+// A view of t's storage with other geometry; no autograd record.
+Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t offset);
+// A view of t with the same geometry and no autograd record (what detach returns).
+Tensor alias(const Tensor& t);
+
+}  // namespace rtx::detail

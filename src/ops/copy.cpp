@@ -1,0 +1,200 @@
+// Copies, casts and fills: copy_, fill_, zero_, clone, contiguous, to(dtype/device), item, and the
+// raw (unrecorded) helpers front-ends use.
+#include "autograd/function.h"
+#include "ops/internal.h"
+#include "ops/kernels.h"
+
+namespace rtx {
+
+namespace kernels {
+RTX_DEFINE_KERNEL(copy_kernel, CopyFn);
+RTX_DEFINE_KERNEL(fill_kernel, FillFn);
+}  // namespace kernels
+
+namespace detail {
+
+void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  RTX_CHECK(a.device() == b.device(), DeviceError,
+            "[{}] expected all tensors on one device, but got {} and {}; move them with .to(device)", op, a.device(),
+            b.device());
+}
+
+void check_no_internal_overlap(const Tensor& t, const char* op) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    RTX_CHECK(t.strides()[d] != 0 || t.sizes()[d] <= 1, Error,
+              "[{}] cannot write in place into an expanded tensor (shape {}, strides {}): several elements share "
+              "one memory location; call .clone() first",
+              op, shape_str(t.sizes()), shape_str(t.strides()));
+}
+
+bool can_cast(DType from, DType to) {
+  if (is_floating(from) && !is_floating(to)) return false;
+  if (from != kBool && to == kBool) return false;
+  return true;
+}
+
+void copy_raw(const Tensor& dst, const Tensor& src) {
+  if (dst.numel() == 0) return;
+  RTX_CHECK(dst.device() == src.device(), DeviceError,
+            "[copy_] copies between {} and {} need the CUDA backend (not in this build or no device)", src.device(),
+            dst.device());
+  kernels::copy_kernel.get(dst.device())(dst, expand_to(src, dst.sizes()));
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  Tensor out = make_tensor(x.sizes(), dtype, x.device());
+  copy_raw(out, x);
+  return out;
+}
+
+void fill_raw(const Tensor& t, const Scalar& value) {
+  if (t.numel() == 0) return;
+  kernels::fill_kernel.get(t.device())(t, value);
+}
+
+Tensor wrap_scalar(const Scalar& value, DType dtype, Device device) {
+  Tensor t = make_tensor({}, dtype, device);
+  fill_raw(t, value);
+  return t;
+}
+
+}  // namespace detail
+
+using detail::check_defined;
+
+Tensor& copy_(Tensor& dst, const Tensor& src) {
+  check_defined(dst, "copy_", "dst");
+  check_defined(src, "copy_", "src");
+  RTX_CHECK(broadcast_shapes(src.sizes(), dst.sizes(), "copy_") == dst.sizes(), ShapeError,
+            "[copy_] source of shape {} does not broadcast to destination shape {}", detail::shape_str(src.sizes()),
+            detail::shape_str(dst.sizes()));
+  autograd::check_inplace(dst, "copy_");
+  if (autograd::inplace_needs_grad(dst, {src})) {
+    Tensor r = expand(to_dtype(src.to(dst.device()), dst.dtype()), dst.sizes());
+    return autograd::commit_inplace(dst, r);
+  }
+  detail::check_no_internal_overlap(dst, "copy_");
+  detail::copy_raw(dst, src);
+  autograd::bump_version(dst);
+  return dst;
+}
+
+Tensor& fill_(Tensor& t, const Scalar& value) {
+  check_defined(t, "fill_");
+  autograd::check_inplace(t, "fill_");
+  if (autograd::inplace_needs_grad(t, {})) return autograd::commit_inplace(t, full_like(t, value));
+  detail::fill_raw(t, value);
+  autograd::bump_version(t);
+  return t;
+}
+
+Tensor& zero_(Tensor& t) { return fill_(t, 0); }
+
+Tensor to_dtype(const Tensor& x, DType dtype) {
+  check_defined(x, "to");
+  if (x.dtype() == dtype) return x;
+  Tensor out = detail::cast(x, dtype);
+  if (is_floating(dtype) && is_floating(x.dtype())) {
+    if (auto node = autograd::make_node("to", x)) {
+      // The engine casts the gradient back to x's dtype.
+      node->set_backward([](const TensorList& g, const TensorList&) { return TensorList{g[0]}; });
+      autograd::set_history(out, node);
+    }
+  }
+  return out;
+}
+
+Tensor clone(const Tensor& t) {
+  check_defined(t, "clone");
+  Tensor out = detail::make_tensor(t.sizes(), t.dtype(), t.device());
+  detail::copy_raw(out, t);
+  if (auto node = autograd::make_node("clone", t)) {
+    node->set_backward([](const TensorList& g, const TensorList&) { return TensorList{g[0]}; });
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor contiguous(const Tensor& t) {
+  check_defined(t, "contiguous");
+  return t.is_contiguous() ? t : clone(t);
+}
+
+Tensor scalar_tensor(const Scalar& value, const TensorOptions& options) {
+  Tensor t = detail::wrap_scalar(value, options.dtype, options.device);
+  if (options.requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+// ---- Tensor methods that copy -----------------------------------------------------------------
+
+Tensor Tensor::to(DType dtype, bool copy) const {
+  Tensor r = to_dtype(*this, dtype);
+  return copy && r.is_same(*this) ? rtx::clone(r) : r;
+}
+
+Tensor Tensor::to(Device device, bool copy) const { return to(device, dtype(), copy); }
+
+Tensor Tensor::to(Device device, DType dtype, bool copy) const {
+  check_defined(*this, "to");
+  Tensor r = to_dtype(*this, dtype);
+  if (r.device() == device) return copy && r.is_same(*this) ? rtx::clone(r) : r;
+  Tensor out = detail::make_tensor(r.sizes(), r.dtype(), device);
+  // Cross-device copies go through the destination's copy kernel, which understands both ends.
+  RTX_CHECK(kernels::copy_kernel.has(device.type) && kernels::copy_kernel.has(r.device().type), DeviceError,
+            "[to] cannot move a tensor from {} to {}: no {} backend in this build or no device available", r.device(),
+            device, device_type_name(device.is_cpu() ? r.device().type : device.type));
+  kernels::copy_kernel.get(device.is_cpu() ? r.device() : device)(out, r.contiguous());
+  if (auto node = autograd::make_node("to", r)) {
+    const Device src_device = r.device();
+    node->set_backward([src_device](const TensorList& g, const TensorList&) { return TensorList{g[0].to(src_device)}; });
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor Tensor::cpu() const { return to(Device(kCPU)); }
+Tensor Tensor::cuda(int index) const { return to(Device(kCUDA, index)); }
+Tensor Tensor::contiguous() const { return rtx::contiguous(*this); }
+Tensor Tensor::clone() const { return rtx::clone(*this); }
+Tensor& Tensor::copy_(const Tensor& src) { return rtx::copy_(*this, src); }
+Tensor& Tensor::fill_(const Scalar& value) { return rtx::fill_(*this, value); }
+Tensor& Tensor::zero_() { return rtx::zero_(*this); }
+
+Scalar Tensor::item() const {
+  check_defined(*this, "item");
+  RTX_CHECK(numel() == 1, ValueError, "[item] only one-element tensors have an item, but this one has shape {}",
+            detail::shape_str(sizes()));
+  Tensor host = is_cpu() ? *this : cpu();
+  const void* p = host.data_ptr();
+  switch (dtype()) {
+    case kBool: return Scalar(*static_cast<const bool*>(p));
+    case kUInt8: return Scalar(static_cast<int64_t>(*static_cast<const uint8_t*>(p)));
+    case kInt8: return Scalar(static_cast<int64_t>(*static_cast<const int8_t*>(p)));
+    case kInt32: return Scalar(static_cast<int64_t>(*static_cast<const int32_t*>(p)));
+    case kInt64: return Scalar(*static_cast<const int64_t*>(p));
+    case kFloat16: return Scalar(static_cast<double>(static_cast<float>(*static_cast<const Half*>(p))));
+    case kBFloat16: return Scalar(static_cast<double>(static_cast<float>(*static_cast<const BFloat16*>(p))));
+    case kFloat32: return Scalar(static_cast<double>(*static_cast<const float*>(p)));
+    case kFloat64: return Scalar(*static_cast<const double*>(p));
+  }
+  return Scalar();
+}
+
+template <typename T>
+std::vector<T> Tensor::tolist() const {
+  check_defined(*this, "tolist");
+  Tensor c = to(Device(kCPU), dtype_of_v<T>).contiguous();
+  const T* p = c.data_ptr<T>();
+  return std::vector<T>(p, p + c.numel());
+}
+template std::vector<bool> Tensor::tolist<bool>() const;
+template std::vector<uint8_t> Tensor::tolist<uint8_t>() const;
+template std::vector<int8_t> Tensor::tolist<int8_t>() const;
+template std::vector<int32_t> Tensor::tolist<int32_t>() const;
+template std::vector<int64_t> Tensor::tolist<int64_t>() const;
+template std::vector<float> Tensor::tolist<float>() const;
+template std::vector<double> Tensor::tolist<double>() const;
+
+}  // namespace rtx

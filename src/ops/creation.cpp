@@ -1,0 +1,128 @@
+// Creation ops: empty/zeros/ones/full(_like), arange, linspace, eye, from_buffer, from_blob, tensor.
+#include <cmath>
+#include <cstring>
+
+#include "core/storage.h"
+#include "ops/internal.h"
+
+namespace rtx {
+namespace {
+
+Tensor finish(Tensor t, const TensorOptions& o) {
+  if (o.requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+TensorOptions like(const Tensor& t, const std::optional<TensorOptions>& o, const char* op) {
+  detail::check_defined(t, op);
+  return o ? *o : TensorOptions(t.dtype(), t.device());
+}
+
+}  // namespace
+
+Tensor empty(const Shape& shape, const TensorOptions& o) {
+  detail::checked_numel(shape, "empty");
+  return finish(detail::make_tensor(shape, o.dtype, o.device), o);
+}
+
+Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& o) {
+  detail::checked_numel(shape, "full");
+  Tensor t = detail::make_tensor(shape, o.dtype, o.device);
+  detail::fill_raw(t, value);
+  return finish(t, o);
+}
+
+Tensor zeros(const Shape& shape, const TensorOptions& o) { return full(shape, 0, o); }
+Tensor ones(const Shape& shape, const TensorOptions& o) { return full(shape, 1, o); }
+
+Tensor empty_like(const Tensor& t, std::optional<TensorOptions> o) { return empty(t.sizes(), like(t, o, "empty_like")); }
+Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> o) { return zeros(t.sizes(), like(t, o, "zeros_like")); }
+Tensor ones_like(const Tensor& t, std::optional<TensorOptions> o) { return ones(t.sizes(), like(t, o, "ones_like")); }
+Tensor full_like(const Tensor& t, const Scalar& v, std::optional<TensorOptions> o) {
+  return full(t.sizes(), v, like(t, o, "full_like"));
+}
+Tensor rand_like(const Tensor& t, std::optional<TensorOptions> o) { return rand(t.sizes(), like(t, o, "rand_like")); }
+Tensor randn_like(const Tensor& t, std::optional<TensorOptions> o) { return randn(t.sizes(), like(t, o, "randn_like")); }
+
+Tensor arange(const Scalar& end, std::optional<TensorOptions> o) { return arange(0, end, 1, o); }
+
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<TensorOptions> o) {
+  const bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
+  TensorOptions opts = o ? *o : TensorOptions(integral ? kInt64 : kDefaultFloat);
+  const double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  RTX_CHECK(st != 0, ValueError, "[arange] step must be nonzero");
+  RTX_CHECK(std::isfinite(s) && std::isfinite(e), ValueError, "[arange] start and end must be finite, got {} and {}", s, e);
+  RTX_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), ValueError,
+            "[arange] the range from {} to {} never ends with step {}", s, e, st);
+  int64_t n;
+  if (integral) {
+    const int64_t a = start.to_int(), b = end.to_int(), c = step.to_int();
+    n = c > 0 ? (b - a + c - 1) / c : (a - b - c - 1) / -c;
+  } else {
+    n = static_cast<int64_t>(std::ceil((e - s) / st));
+  }
+  // Values are computed on the host in double (int64 exactly) and converted once.
+  Tensor host = detail::make_tensor({n}, integral ? kInt64 : kFloat64, Device(kCPU));
+  if (integral) {
+    int64_t* p = host.data_ptr<int64_t>();
+    for (int64_t i = 0; i < n; ++i) p[i] = start.to_int() + i * step.to_int();
+  } else {
+    double* p = host.data_ptr<double>();
+    for (int64_t i = 0; i < n; ++i) p[i] = s + static_cast<double>(i) * st;
+  }
+  return finish(host.to(opts.device, opts.dtype), opts);
+}
+
+Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o) {
+  RTX_CHECK(steps >= 0, ValueError, "[linspace] steps must be nonnegative, got {}", steps);
+  Tensor host = detail::make_tensor({steps}, kFloat64, Device(kCPU));
+  double* p = host.data_ptr<double>();
+  const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
+  // Symmetric evaluation (like PyTorch) so that both ends are exact.
+  const int64_t half = steps / 2;
+  for (int64_t i = 0; i < steps; ++i)
+    p[i] = i < half ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
+  return finish(host.to(o.device, o.dtype), o);
+}
+
+Tensor eye(int64_t n, int64_t m, const TensorOptions& o) {
+  if (m < 0) m = n;
+  RTX_CHECK(n >= 0, ValueError, "[eye] n must be nonnegative, got {}", n);
+  Tensor t = zeros({n, m}, TensorOptions(o.dtype, o.device));
+  Tensor d = t.diagonal();
+  detail::fill_raw(d, 1);
+  return finish(t, o);
+}
+
+Tensor from_buffer(const void* data, const Shape& shape, DType dtype, Device device) {
+  const int64_t n = detail::checked_numel(shape, "from_buffer");
+  RTX_CHECK(data != nullptr || n == 0, ValueError, "[from_buffer] null data pointer for {} elements", n);
+  Tensor host = detail::make_tensor(shape, dtype, Device(kCPU));
+  if (n > 0) std::memcpy(host.data_ptr(), data, static_cast<size_t>(n) * element_size(dtype));
+  return device.is_cpu() ? host : host.to(device);
+}
+
+Tensor from_blob(void* data, const Shape& shape, const Shape& strides, DType dtype, Device device,
+                 std::function<void(void*)> deleter) {
+  RTX_CHECK(shape.size() == strides.size() || strides.empty(), ShapeError, "[from_blob] {} sizes but {} strides",
+            shape.size(), strides.size());
+  detail::checked_numel(shape, "from_blob");
+  Shape st = strides.empty() ? detail::contiguous_strides(shape) : strides;
+  int64_t extent = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    RTX_CHECK(st[i] >= 0, ValueError, "[from_blob] negative strides are not supported ({})", detail::shape_str(st));
+    if (shape[i] == 0) extent = 0;
+    if (extent > 0) extent += (shape[i] - 1) * st[i];
+  }
+  auto storage = std::make_shared<detail::Storage>(data, static_cast<size_t>(extent) * element_size(dtype), device,
+                                                   std::move(deleter));
+  return Tensor(std::make_shared<detail::TensorImpl>(std::move(storage), shape, st, 0, dtype));
+}
+
+Tensor tensor(std::initializer_list<double> values, const TensorOptions& o) {
+  std::vector<double> v(values);
+  Tensor t = from_buffer(v.data(), {static_cast<int64_t>(v.size())}, kFloat64).to(o.device, o.dtype);
+  return finish(t, o);
+}
+
+}  // namespace rtx

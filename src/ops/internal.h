@@ -1,0 +1,36 @@
+// Helpers shared by the op front-ends: argument checks with op-prefixed errors, casts and scalar
+// wrapping without autograd, and broadcasting to a common shape.
+#pragma once
+
+#include "core/check.h"
+#include "core/shape.h"
+#include "core/tensor_impl.h"
+#include "rtx/ops.h"
+
+namespace rtx::detail {
+
+inline void check_defined(const Tensor& t, const char* op, const char* arg = "input") {
+  RTX_CHECK(t.defined(), ValueError, "[{}] {} is an undefined tensor", op, arg);
+}
+void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+// Writes through t would hit one element more than once (an expanded view).
+void check_no_internal_overlap(const Tensor& t, const char* op);
+// Whether a value of type from may be written into a tensor of type to (PyTorch's can_cast).
+bool can_cast(DType from, DType to);
+// x converted to dtype (x itself when it already has it); not recorded by autograd.
+Tensor cast(const Tensor& x, DType dtype);
+// A 0-d tensor holding value; not recorded.
+Tensor wrap_scalar(const Scalar& value, DType dtype, Device device);
+// Writes value into every element (kernel call, no autograd, no version bump).
+void fill_raw(const Tensor& t, const Scalar& value);
+// Copies src (broadcast, any dtype) into dst (kernel call, no autograd, no version bump).
+void copy_raw(const Tensor& dst, const Tensor& src);
+
+}  // namespace rtx::detail
+
+namespace rtx::detail {
+// result_type over any number of tensors and scalars.
+DType result_type_of(const Tensor* const* tensors, size_t n_tensors, const Scalar* scalars, size_t n_scalars);
+// The dtype of (a dimensioned tensor of dtype t) op s.
+DType promote_with_scalar(DType t, const Scalar& s);
+}  // namespace rtx::detail

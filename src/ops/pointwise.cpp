@@ -1,0 +1,458 @@
+// Pointwise front-ends. The ops of rtx/pointwise.def are generated from their table line (dtype
+// rule, saved tensors, gradient formula); the ops with parameters and the ternary ops are written
+// out below, on the same helpers.
+#include <cmath>
+#include <limits>
+
+#include "autograd/function.h"
+#include "ops/internal.h"
+#include "ops/kernels.h"
+
+namespace rtx {
+
+namespace kernels {
+#define RTX_UNARY(name, F, r, s, g) RTX_DEFINE_KERNEL(name##_kernel, UnaryFn);
+#define RTX_BINARY(name, F, r, s, ga, gb) RTX_DEFINE_KERNEL(name##_kernel, BinaryFn);
+#define RTX_COMPARE(name, F) RTX_DEFINE_KERNEL(name##_kernel, BinaryFn);
+#define RTX_LOGICAL(name, F) RTX_DEFINE_KERNEL(name##_kernel, BinaryFn);
+#define RTX_PREDICATE(name, F) RTX_DEFINE_KERNEL(name##_kernel, UnaryFn);
+#include "rtx/pointwise.def"
+RTX_DEFINE_KERNEL(gelu_kernel, UnaryParamFn);
+RTX_DEFINE_KERNEL(leaky_relu_kernel, UnaryParamFn);
+RTX_DEFINE_KERNEL(elu_kernel, UnaryParamFn);
+RTX_DEFINE_KERNEL(softplus_kernel, UnaryParamFn);
+RTX_DEFINE_KERNEL(clamp_kernel, UnaryParamFn);
+RTX_DEFINE_KERNEL(lerp_kernel, BinaryParamFn);
+RTX_DEFINE_KERNEL(where_kernel, TernaryFn);
+RTX_DEFINE_KERNEL(addcmul_kernel, TernaryFn);
+RTX_DEFINE_KERNEL(addcdiv_kernel, TernaryFn);
+}  // namespace kernels
+
+namespace {
+
+using detail::check_defined;
+using detail::KernelTable;
+
+enum class Rule { FLOAT, NUMERIC, ARITH, TRUEDIV };
+
+DType compute_dtype(const char* op, DType t, Rule rule) {
+  if (rule == Rule::FLOAT || rule == Rule::TRUEDIV) return is_floating(t) ? t : kDefaultFloat;
+  RTX_CHECK(t != kBool, DTypeError, "[{}] not supported for bool tensors; convert with .to(rtx::kInt64) first", op);
+  return t;
+}
+
+Tensor unary_forward(const KernelTable<kernels::UnaryFn>& k, const Tensor& x, DType ct) {
+  Tensor out = detail::make_tensor(x.sizes(), ct, x.device());
+  if (out.numel() > 0) k.get(x.device())(out, detail::cast(x, ct));
+  return out;
+}
+
+struct Broadcast {
+  Shape shape;
+  Tensor a, b;
+};
+// Casts a and b to ct and expands both to their common shape.
+Broadcast broadcast_pair(const char* op, const Tensor& a, const Tensor& b, DType ct) {
+  check_defined(a, op, "first operand");
+  check_defined(b, op, "second operand");
+  detail::check_same_device(op, a, b);
+  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op);
+  return {shape, detail::expand_to(detail::cast(a, ct), shape), detail::expand_to(detail::cast(b, ct), shape)};
+}
+
+Tensor binary_forward(const char* op, const KernelTable<kernels::BinaryFn>& k, const Tensor& a, const Tensor& b,
+                      DType ct, DType out_dtype) {
+  Broadcast bc = broadcast_pair(op, a, b, ct);
+  Tensor out = detail::make_tensor(bc.shape, out_dtype, a.device());
+  if (out.numel() > 0) k.get(a.device())(out, bc.a, bc.b);
+  return out;
+}
+
+// In-place: self = f(self, ...). Writes directly when nothing records grad; otherwise computes the
+// result out of place (recorded) and hands self its history.
+template <typename Compute, typename Direct>
+Tensor& inplace(const char* op, Tensor& self, const TensorList& others, DType ct, const Compute& compute,
+                const Direct& direct) {
+  check_defined(self, op);
+  RTX_CHECK(detail::can_cast(ct, self.dtype()), DTypeError,
+            "[{}] the result has dtype {}, which cannot be written into a tensor of dtype {}", op, ct, self.dtype());
+  autograd::check_inplace(self, op);
+  if (autograd::inplace_needs_grad(self, others)) return autograd::commit_inplace(self, to_dtype(compute(), self.dtype()));
+  detail::check_no_internal_overlap(self, op);
+  direct();
+  autograd::bump_version(self);
+  return self;
+}
+
+// Gradient formula helpers for the table.
+Tensor zero_grad(const Tensor& g) { return zeros_like(g); }
+
+}  // namespace
+
+// ---- ops generated from the table ---------------------------------------------------------------
+
+#define RTX_SAVE_X(node, x, out) node->save(x)
+#define RTX_SAVE_OUT(node, x, out) node->save_output(out)
+#define RTX_SAVE_NONE(node, x, out)
+#define RTX_LOAD_X(s) x = s[0]
+#define RTX_LOAD_OUT(s) out = s[0]
+#define RTX_LOAD_NONE(s)
+// An in-place op whose formula reads its input differentiates a copy of it.
+#define RTX_SNAPSHOT_X(t) (t).clone()
+#define RTX_SNAPSHOT_OUT(t) (t)
+#define RTX_SNAPSHOT_NONE(t) (t)
+#define ZERO zero_grad(g)
+
+#define RTX_UNARY(name, F, rule, save, grad)                                                     \
+  Tensor name(const Tensor& x_in) {                                                              \
+    check_defined(x_in, #name);                                                                  \
+    const DType ct = compute_dtype(#name, x_in.dtype(), Rule::rule);                             \
+    Tensor result = unary_forward(kernels::name##_kernel, x_in, ct);                      \
+    if (auto node = autograd::make_node(#name, x_in)) {                                          \
+      RTX_SAVE_##save(node, x_in, result);                                                       \
+      node->set_backward([](const TensorList& grads, const TensorList& s) {                      \
+        const Tensor& g = grads[0];                                                              \
+        Tensor x, out;                                                                           \
+        RTX_LOAD_##save(s);                                                                      \
+        (void)s;                                                                                 \
+        return TensorList{grad};                                                                 \
+      });                                                                                        \
+      autograd::set_history(result, node);                                                       \
+    }                                                                                            \
+    return result;                                                                               \
+  }                                                                                              \
+  Tensor& name##_(Tensor& x) {                                                                   \
+    check_defined(x, #name "_");                                                                 \
+    const DType ct = compute_dtype(#name "_", x.dtype(), Rule::rule);                            \
+    return inplace(                                                                              \
+        #name "_", x, {}, ct, [&] { return name(RTX_SNAPSHOT_##save(x)); },                      \
+        [&] { kernels::name##_kernel.get(x.device())(x, x); });                                  \
+  }
+#include "rtx/pointwise.def"
+
+#define RTX_SAVE2_NONE(node, a, b, out)
+#define RTX_SAVE2_A_B(node, a, b, out) (node->save(a), node->save(b))
+#define RTX_SAVE2_A_B_OUT(node, a, b, out) (node->save(a), node->save(b), node->save_output(out))
+#define RTX_LOAD2_NONE(s)
+#define RTX_LOAD2_A_B(s) (a = s[0], b = s[1])
+#define RTX_LOAD2_A_B_OUT(s) (a = s[0], b = s[1], out = s[2])
+#define RTX_SNAP2_NONE(t) (t)
+#define RTX_SNAP2_A_B(t) (t).clone()
+#define RTX_SNAP2_A_B_OUT(t) (t).clone()
+
+#define RTX_BINARY(name, F, rule, save, grad_a, grad_b)                                          \
+  Tensor name(const Tensor& a_in, const Tensor& b_in) {                                          \
+    check_defined(a_in, #name, "first operand");                                                 \
+    check_defined(b_in, #name, "second operand");                                                \
+    const DType ct = compute_dtype(#name, result_type(a_in, b_in), Rule::rule);                  \
+    Tensor result = binary_forward(#name, kernels::name##_kernel, a_in, b_in, ct, ct);           \
+    if (auto node = autograd::make_node(#name, a_in, b_in)) {                                    \
+      RTX_SAVE2_##save(node, a_in, b_in, result);                                                \
+      node->set_backward([](const TensorList& grads, const TensorList& s) {                      \
+        const Tensor& g = grads[0];                                                              \
+        Tensor a, b, out;                                                                        \
+        RTX_LOAD2_##save(s);                                                                     \
+        (void)s;                                                                                 \
+        return TensorList{grad_a, grad_b};                                                       \
+      });                                                                                        \
+      autograd::set_history(result, node);                                                       \
+    }                                                                                            \
+    return result;                                                                               \
+  }                                                                                              \
+  Tensor name(const Tensor& a, const Scalar& b) {                                                \
+    check_defined(a, #name);                                                                     \
+    return name(a, detail::wrap_scalar(b, result_type(a, b), a.device()));                       \
+  }                                                                                              \
+  Tensor name(const Scalar& a, const Tensor& b) {                                                \
+    check_defined(b, #name);                                                                     \
+    return name(detail::wrap_scalar(a, result_type(b, a), b.device()), b);                       \
+  }                                                                                              \
+  Tensor& name##_(Tensor& a, const Tensor& b) {                                                  \
+    check_defined(a, #name "_");                                                                 \
+    check_defined(b, #name "_", "second operand");                                               \
+    const DType ct = compute_dtype(#name "_", result_type(a, b), Rule::rule);                    \
+    return inplace(                                                                              \
+        #name "_", a, {b}, ct, [&] { return name(RTX_SNAP2_##save(a), b); },                     \
+        [&] {                                                                                    \
+          Broadcast bc = broadcast_pair(#name "_", a, b, ct);                                    \
+          RTX_CHECK(bc.shape == a.sizes(), ShapeError,                                           \
+                    "[" #name "_] the result of shape {} does not fit the destination of shape {}", \
+                    detail::shape_str(bc.shape), detail::shape_str(a.sizes()));                  \
+          if (ct == a.dtype()) {                                                                 \
+            if (a.numel() > 0) kernels::name##_kernel.get(a.device())(a, a, bc.b);               \
+          } else {                                                                               \
+            Tensor tmp = detail::make_tensor(bc.shape, ct, a.device());                          \
+            if (a.numel() > 0) kernels::name##_kernel.get(a.device())(tmp, bc.a, bc.b);          \
+            detail::copy_raw(a, tmp);                                                            \
+          }                                                                                      \
+        });                                                                                      \
+  }                                                                                              \
+  Tensor& name##_(Tensor& a, const Scalar& b) {                                                  \
+    check_defined(a, #name "_");                                                                 \
+    return name##_(a, detail::wrap_scalar(b, result_type(a, b), a.device()));                    \
+  }
+#include "rtx/pointwise.def"
+
+#define RTX_COMPARE(name, F)                                                                     \
+  Tensor name(const Tensor& a, const Tensor& b) {                                                \
+    check_defined(a, #name, "first operand");                                                    \
+    check_defined(b, #name, "second operand");                                                   \
+    return binary_forward(#name, kernels::name##_kernel, a, b, result_type(a, b), kBool);        \
+  }                                                                                              \
+  Tensor name(const Tensor& a, const Scalar& b) {                                                \
+    check_defined(a, #name);                                                                     \
+    return name(a, detail::wrap_scalar(b, result_type(a, b), a.device()));                       \
+  }
+#define RTX_LOGICAL(name, F)                                                                     \
+  Tensor name(const Tensor& a, const Tensor& b) {                                                \
+    return binary_forward(#name, kernels::name##_kernel, a, b, kBool, kBool);                    \
+  }
+#define RTX_PREDICATE(name, F)                                                                   \
+  Tensor name(const Tensor& x) {                                                                 \
+    check_defined(x, #name);                                                                     \
+    Tensor out = detail::make_tensor(x.sizes(), kBool, x.device());                              \
+    if (out.numel() > 0) kernels::name##_kernel.get(x.device())(out, x);                         \
+    return out;                                                                                  \
+  }
+#include "rtx/pointwise.def"
+
+// ---- ops with parameters ----------------------------------------------------------------------
+
+namespace {
+// A FLOAT-rule unary op with parameters; backward(g, x, out) gives the input's gradient.
+template <typename Backward>
+Tensor unary_param(const char* op, const KernelTable<kernels::UnaryParamFn>& k, const Tensor& x, double p0, double p1,
+                   DType ct, Backward backward) {
+  Tensor out = detail::make_tensor(x.sizes(), ct, x.device());
+  if (out.numel() > 0) k.get(x.device())(out, detail::cast(x, ct), p0, p1);
+  if (auto node = autograd::make_node(op, x)) {
+    node->save(x);
+    node->save_output(out);
+    node->set_backward([backward](const TensorList& g, const TensorList& s) { return TensorList{backward(g[0], s[0], s[1])}; });
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+double nan_if_none(const std::optional<Scalar>& s) {
+  return s ? s->to_double() : std::numeric_limits<double>::quiet_NaN();
+}
+}  // namespace
+
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  check_defined(x, "gelu");
+  RTX_CHECK(approximate == "none" || approximate == "tanh", ValueError,
+            "[gelu] approximate must be 'none' or 'tanh', got '{}'", approximate);
+  const bool tanh_approx = approximate == "tanh";
+  return unary_param("gelu", kernels::gelu_kernel, x, tanh_approx ? 1.0 : 0.0, 0.0,
+                     compute_dtype("gelu", x.dtype(), Rule::FLOAT), [tanh_approx](const Tensor& g, const Tensor& x, const Tensor&) {
+                       if (!tanh_approx) return g * ((erf(x * 0.70710678118654752440) + 1) * 0.5 + x * exp(x * x * -0.5) * 0.3989422804014327);
+                       const double k = 0.79788456080286535588;
+                       Tensor t = tanh((x + x * x * x * 0.044715) * k);
+                       return g * ((t + 1) * 0.5 + x * (1 - t * t) * (x * x * (3 * 0.044715) + 1) * (0.5 * k));
+                     });
+}
+
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  check_defined(x, "leaky_relu");
+  return unary_param("leaky_relu", kernels::leaky_relu_kernel, x, negative_slope, 0.0,
+                     compute_dtype("leaky_relu", x.dtype(), Rule::FLOAT),
+                     [negative_slope](const Tensor& g, const Tensor& x, const Tensor&) {
+                       return where(x > 0, g, g * negative_slope);
+                     });
+}
+
+Tensor elu(const Tensor& x, double alpha) {
+  check_defined(x, "elu");
+  return unary_param("elu", kernels::elu_kernel, x, alpha, 0.0, compute_dtype("elu", x.dtype(), Rule::FLOAT),
+                     [alpha](const Tensor& g, const Tensor& x, const Tensor& out) {
+                       return where(x > 0, g, g * (out + alpha));
+                     });
+}
+
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  check_defined(x, "softplus");
+  RTX_CHECK(beta != 0.0, ValueError, "[softplus] beta must be nonzero");
+  return unary_param("softplus", kernels::softplus_kernel, x, beta, threshold,
+                     compute_dtype("softplus", x.dtype(), Rule::FLOAT),
+                     [beta, threshold](const Tensor& g, const Tensor& x, const Tensor&) {
+                       Tensor bx = x * beta;
+                       return where(bx > threshold, g, g * sigmoid(bx));
+                     });
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  check_defined(x, "clamp");
+  RTX_CHECK(min || max, ValueError, "[clamp] at least one of min and max must be given");
+  RTX_CHECK(x.dtype() != kBool, DTypeError, "[clamp] not supported for bool tensors");
+  // A float bound on an integer tensor promotes, like PyTorch.
+  DType ct = x.dtype();
+  if (min) ct = detail::promote_with_scalar(ct, *min);
+  if (max) ct = detail::promote_with_scalar(ct, *max);
+  const double lo = nan_if_none(min), hi = nan_if_none(max);
+  return unary_param("clamp", kernels::clamp_kernel, x, lo, hi, ct, [lo, hi](const Tensor& g, const Tensor& x, const Tensor&) {
+    Tensor keep = ones_like(x, TensorOptions(kBool, x.device()));
+    if (lo == lo) keep = logical_and(keep, x >= lo);
+    if (hi == hi) keep = logical_and(keep, x <= hi);
+    return where(keep, g, zeros_like(g));
+  });
+}
+
+Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  check_defined(x, "clamp_");
+  RTX_CHECK(min || max, ValueError, "[clamp_] at least one of min and max must be given");
+  const double lo = nan_if_none(min), hi = nan_if_none(max);
+  return inplace("clamp_", x, {}, x.dtype(), [&] { return clamp(x.clone(), min, max); },
+                 [&] { kernels::clamp_kernel.get(x.device())(x, x, lo, hi); });
+}
+
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
+  check_defined(x, "clamp");
+  RTX_CHECK(min.defined() || max.defined(), ValueError, "[clamp] at least one of min and max must be given");
+  Tensor r = x;
+  if (min.defined()) r = maximum(r, min);
+  if (max.defined()) r = minimum(r, max);
+  return r;
+}
+
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  if (alpha.is_integral() && alpha.to_int() == 1) return add(a, b);
+  return add(a, mul(b, alpha));
+}
+
+Tensor& add_(Tensor& a, const Tensor& b, const Scalar& alpha) {
+  if (alpha.is_integral() && alpha.to_int() == 1) return add_(a, b);
+  return add_(a, mul(b, alpha));
+}
+
+// ---- ternary ------------------------------------------------------------------------------------
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_defined(cond, "where", "condition");
+  check_defined(a, "where", "first value");
+  check_defined(b, "where", "second value");
+  RTX_CHECK(cond.dtype() == kBool, DTypeError, "[where] the condition must be a bool tensor, got {}", cond.dtype());
+  detail::check_same_device("where", cond, a);
+  detail::check_same_device("where", a, b);
+  const DType ct = result_type(a, b);
+  const Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
+  Tensor out = detail::make_tensor(shape, ct, a.device());
+  if (out.numel() > 0)
+    kernels::where_kernel.get(a.device())(out, detail::expand_to(cond, shape), detail::expand_to(detail::cast(a, ct), shape),
+                                          detail::expand_to(detail::cast(b, ct), shape), 0.0);
+  if (auto node = autograd::make_node("where", cond, a, b)) {
+    node->save(cond);
+    node->set_backward([](const TensorList& g, const TensorList& s) {
+      Tensor zero = zeros_like(g[0]);
+      return TensorList{Tensor(), where(s[0], g[0], zero), where(s[0], zero, g[0])};
+    });
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {
+  check_defined(a, "where", "first value");
+  return where(cond, a, detail::wrap_scalar(b, result_type(a, b), a.device()));
+}
+
+Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b) {
+  check_defined(b, "where", "second value");
+  return where(cond, detail::wrap_scalar(a, result_type(b, a), b.device()), b);
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
+  check_defined(x, "masked_fill");
+  check_defined(mask, "masked_fill", "mask");
+  RTX_CHECK(mask.dtype() == kBool, DTypeError, "[masked_fill] the mask must be a bool tensor, got {}", mask.dtype());
+  RTX_CHECK(broadcast_shapes(mask.sizes(), x.sizes(), "masked_fill") == x.sizes(), ShapeError,
+            "[masked_fill] mask of shape {} does not broadcast to the input's shape {}", detail::shape_str(mask.sizes()),
+            detail::shape_str(x.sizes()));
+  RTX_CHECK(is_floating(x.dtype()) || !value.is_floating(), DTypeError,
+            "[masked_fill] cannot fill a {} tensor with the float value {}", x.dtype(), value.to_double());
+  return where(mask, detail::wrap_scalar(value, x.dtype(), x.device()), x);
+}
+
+Tensor& masked_fill_(Tensor& x, const Tensor& mask, const Scalar& value) {
+  check_defined(x, "masked_fill_");
+  return inplace("masked_fill_", x, {}, x.dtype(), [&] { return masked_fill(x, mask, value); }, [&] {
+    Tensor filled = masked_fill(x, mask, value);
+    detail::copy_raw(x, filled);
+  });
+}
+
+namespace {
+Tensor addc(const char* op, const KernelTable<kernels::TernaryFn>& k, const Tensor& x, const Tensor& t1,
+            const Tensor& t2, const Scalar& value, bool divide) {
+  check_defined(x, op);
+  check_defined(t1, op, "tensor1");
+  check_defined(t2, op, "tensor2");
+  detail::check_same_device(op, x, t1);
+  detail::check_same_device(op, x, t2);
+  const Tensor* ts[] = {&x, &t1, &t2};
+  DType ct = detail::result_type_of(ts, 3, &value, 1);
+  if (divide && !is_floating(ct)) ct = kDefaultFloat;
+  RTX_CHECK(ct != kBool, DTypeError, "[{}] not supported for bool tensors", op);
+  const Shape shape = broadcast_shapes(broadcast_shapes(x.sizes(), t1.sizes(), op), t2.sizes(), op);
+  Tensor out = detail::make_tensor(shape, ct, x.device());
+  if (out.numel() > 0)
+    k.get(x.device())(out, detail::expand_to(detail::cast(x, ct), shape), detail::expand_to(detail::cast(t1, ct), shape),
+                      detail::expand_to(detail::cast(t2, ct), shape), value.to_double());
+  if (auto node = autograd::make_node(op, x, t1, t2)) {
+    node->save(t1);
+    node->save(t2);
+    const double v = value.to_double();
+    node->set_backward([v, divide](const TensorList& g, const TensorList& s) {
+      if (divide) return TensorList{g[0], g[0] * v / s[1], -g[0] * v * s[0] / (s[1] * s[1])};
+      return TensorList{g[0], g[0] * v * s[1], g[0] * v * s[0]};
+    });
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+}  // namespace
+
+Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  return addc("addcmul", kernels::addcmul_kernel, x, t1, t2, value, false);
+}
+
+Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  return addc("addcdiv", kernels::addcdiv_kernel, x, t1, t2, value, true);
+}
+
+Tensor& addcmul_(Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  check_defined(x, "addcmul_");
+  return inplace("addcmul_", x, {t1, t2}, x.dtype(), [&] { return addcmul(x, t1, t2, value); },
+                 [&] { detail::copy_raw(x, addcmul(x, t1, t2, value)); });
+}
+
+Tensor& addcdiv_(Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  check_defined(x, "addcdiv_");
+  return inplace("addcdiv_", x, {t1, t2}, x.dtype(), [&] { return addcdiv(x, t1, t2, value); },
+                 [&] { detail::copy_raw(x, addcdiv(x, t1, t2, value)); });
+}
+
+Tensor lerp(const Tensor& x, const Tensor& end, const Scalar& weight) {
+  check_defined(x, "lerp");
+  check_defined(end, "lerp", "end");
+  RTX_CHECK(is_floating(x.dtype()) && is_floating(end.dtype()), DTypeError,
+            "[lerp] expects float tensors, got {} and {}", x.dtype(), end.dtype());
+  const DType ct = result_type(x, end);
+  Broadcast bc = broadcast_pair("lerp", x, end, ct);
+  Tensor out = detail::make_tensor(bc.shape, ct, x.device());
+  const double w = weight.to_double();
+  if (out.numel() > 0) kernels::lerp_kernel.get(x.device())(out, bc.a, bc.b, w);
+  if (auto node = autograd::make_node("lerp", x, end)) {
+    node->set_backward([w](const TensorList& g, const TensorList&) { return TensorList{g[0] * (1 - w), g[0] * w}; });
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor& lerp_(Tensor& x, const Tensor& end, const Scalar& weight) {
+  check_defined(x, "lerp_");
+  return inplace("lerp_", x, {end}, x.dtype(), [&] { return lerp(x, end, weight); },
+                 [&] { detail::copy_raw(x, lerp(x, end, weight)); });
+}
+
+}  // namespace rtx
