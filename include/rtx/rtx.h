@@ -3,6 +3,7 @@
 
 #include "rtx/autograd.h"
 #include "rtx/config.h"
+#include "rtx/cuda.h"
 #include "rtx/device.h"
 #include "rtx/dtype.h"
 #include "rtx/error.h"

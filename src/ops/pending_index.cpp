@@ -20,3 +20,8 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool s
 ValuesIndices sort(const Tensor& x, int64_t dim, bool descending) { RTX_THROW(Error, "[sort] not implemented yet"); }
 Tensor argsort(const Tensor& x, int64_t dim, bool descending) { RTX_THROW(Error, "[argsort] not implemented yet"); }
 }  // namespace rtx
+
+#include "backend/cpu/register.h"
+namespace rtx::cpu {
+void register_index_kernels() {}
+}  // namespace rtx::cpu

@@ -19,3 +19,11 @@ Tensor avg_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride
                   bool count_include_pad) { RTX_THROW(Error, "[avg_pool2d] not implemented yet"); }
 Tensor adaptive_avg_pool2d(const Tensor& x, const Shape& output_size) { RTX_THROW(Error, "[adaptive_avg_pool2d] not implemented yet"); }
 }  // namespace rtx
+
+#include "backend/cpu/register.h"
+namespace rtx::cpu {
+void register_linalg_kernels() {}
+}  // namespace rtx::cpu
+namespace rtx::cpu {
+void register_conv_kernels() {}
+}  // namespace rtx::cpu

@@ -15,3 +15,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, const Tensor& weight, const Tensor& pos_weight, Reduction reduction) { RTX_THROW(Error, "[binary_cross_entropy_with_logits] not implemented yet"); }
 Tensor one_hot(const Tensor& indices, int64_t num_classes) { RTX_THROW(Error, "[one_hot] not implemented yet"); }
 }  // namespace rtx
+
+#include "backend/cpu/register.h"
+namespace rtx::cpu {
+void register_nn_kernels() {}
+}  // namespace rtx::cpu

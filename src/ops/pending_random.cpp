@@ -17,3 +17,8 @@ Tensor bernoulli(const Tensor& p) { RTX_THROW(Error, "[bernoulli] not implemente
 Tensor bernoulli(const Tensor& like, double p) { RTX_THROW(Error, "[bernoulli] not implemented yet"); }
 Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement) { RTX_THROW(Error, "[multinomial] not implemented yet"); }
 }  // namespace rtx
+
+#include "backend/cpu/register.h"
+namespace rtx::cpu {
+void register_random_kernels() {}
+}  // namespace rtx::cpu

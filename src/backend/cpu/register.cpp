@@ -6,6 +6,12 @@ namespace rtx::cpu {
 void register_cpu_kernels() {
   register_pointwise_kernels();
   register_copy_kernels();
+  register_reduce_kernels();
+  register_random_kernels();
+  register_linalg_kernels();
+  register_conv_kernels();
+  register_nn_kernels();
+  register_index_kernels();
 }
 
 }  // namespace rtx::cpu

@@ -4,4 +4,10 @@
 namespace rtx::cpu {
 void register_pointwise_kernels();
 void register_copy_kernels();
+void register_reduce_kernels();
+void register_random_kernels();
+void register_linalg_kernels();
+void register_conv_kernels();
+void register_nn_kernels();
+void register_index_kernels();
 }  // namespace rtx::cpu
