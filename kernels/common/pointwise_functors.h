@@ -190,10 +190,18 @@ struct Minimum {
     return a < b ? a : b;
   }
 };
+// Integer a % b, 0 when b is 0 and when b is -1 (the most negative a by -1 traps in hardware).
+template <typename T>
+RTX_INLINE T int_mod(T a, T b) {
+  if constexpr (std::is_signed_v<T>) {
+    if (b == T(-1)) return T(0);
+  }
+  return b == 0 ? T(0) : static_cast<T>(a % b);
+}
 // C's fmod: the result has the sign of a. Integer b == 0 gives 0.
 struct Fmod {
   template <typename T> RTX_INLINE T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) return b == 0 ? T(0) : static_cast<T>(a % b);
+    if constexpr (std::is_integral_v<T>) return int_mod(a, b);
     else return std::fmod(a, b);
   }
 };
@@ -201,8 +209,7 @@ struct Fmod {
 struct Remainder {
   template <typename T> RTX_INLINE T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
-      if (b == 0) return T(0);
-      T r = static_cast<T>(a % b);
+      T r = int_mod(a, b);
       if constexpr (std::is_signed_v<T>) {
         if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);
       }

@@ -1,7 +1,10 @@
 // User-defined differentiable functions: forward runs without recording; one node calls the user's
 // backward. Saved tensors that are outputs are kept weakly (see SavedTensor) to avoid a cycle.
+#include <optional>
+
 #include "autograd/function.h"
 #include "core/check.h"
+#include "rtx/ops.h"
 
 namespace rtx::autograd {
 
@@ -49,13 +52,23 @@ TensorList apply_function(const std::string& name, const TensorList& inputs, For
     for (auto& s : FunctionAccess::saved(*ctx)) s->pending = Tensor();
     return outputs;
   }
-  for (auto& out : outputs) {
-    if (!out.defined() || !is_floating(out.dtype())) continue;
+  // The backward gets one gradient per output: the node's for differentiable outputs (by their slot),
+  // zeros for the others (integer outputs), undefined for undefined outputs.
+  std::vector<int64_t> slots(outputs.size(), -1);
+  std::vector<std::optional<InputMeta>> metas(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Tensor& out = outputs[i];
+    if (!out.defined()) continue;
+    if (!is_floating(out.dtype())) {
+      metas[i] = InputMeta{out.sizes(), out.dtype(), out.device()};
+      continue;
+    }
     // An output that is an input (or already has history) becomes a fresh alias that can take this node.
     bool reuse = out.impl()->autograd != nullptr;
     for (const auto& in : inputs) reuse = reuse || out.is_same(in);
     if (reuse) out = detail::alias(out);
     set_history(out, node);
+    slots[i] = out.output_nr();
   }
   for (auto& s : FunctionAccess::saved(*ctx)) {
     uint32_t nr = 0;
@@ -73,7 +86,8 @@ TensorList apply_function(const std::string& name, const TensorList& inputs, For
   }
   const size_t n_inputs = inputs.size();
   std::weak_ptr<Node> weak_node = node;
-  node->set_backward([ctx, backward, n_inputs, name, weak_node](const TensorList& grads, const TensorList&) {
+  node->set_backward([ctx, backward, n_inputs, name, weak_node, slots, metas](const TensorList& grads,
+                                                                             const TensorList&) {
     std::shared_ptr<Node> prev = t_current_owner;
     t_current_owner = weak_node.lock();
     struct Restore {
@@ -81,7 +95,12 @@ TensorList apply_function(const std::string& name, const TensorList& inputs, For
       std::shared_ptr<Node> prev;
       ~Restore() { slot = prev; }
     } restore{t_current_owner, prev};
-    TensorList g = backward(*ctx, grads);
+    TensorList grad_outputs(slots.size());
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i] >= 0) grad_outputs[i] = grads[static_cast<size_t>(slots[i])];
+      else if (metas[i]) grad_outputs[i] = zeros(metas[i]->shape, TensorOptions(metas[i]->dtype, metas[i]->device));
+    }
+    TensorList g = backward(*ctx, grad_outputs);
     RTX_CHECK(g.size() == n_inputs, Error, "[{}] backward returned {} gradients for {} inputs", name, g.size(), n_inputs);
     return g;
   });

@@ -98,14 +98,13 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
   if (!g.defined()) return {};
   auto& m = leaf_->autograd_meta();
   if (!m.grad.defined()) {
+    // Take the buffer over when nothing else can see it; otherwise copy, so that leaves never share a
+    // .grad, later in-place updates of one grad never show up in another, and .grad is contiguous.
+    const bool exclusive = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && g.is_contiguous();
     if (is_grad_enabled()) {
-      m.grad = g;  // create_graph: keep the gradient's own history for higher-order derivatives
+      m.grad = exclusive ? g : g.clone();  // create_graph: clone is recorded, so .grad keeps its history
     } else {
-      // Take the buffer over when nothing else can see it; otherwise copy, so that leaves never share a
-      // .grad and later in-place updates of one grad never show up in another.
-      const bool exclusive = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 &&
-                             g.is_contiguous() && !requires_grad(g);
-      m.grad = exclusive ? g : g.detach().clone();
+      m.grad = exclusive && !requires_grad(g) ? g : g.detach().clone();
     }
   } else if (is_grad_enabled()) {
     m.grad = m.grad + g;

@@ -5,6 +5,7 @@
 #include <new>
 
 #include "core/check.h"
+#include "rtx/cuda.h"
 
 namespace rtx::detail {
 namespace {
@@ -28,9 +29,8 @@ Allocator* g_allocators[kNumDeviceTypes] = {&g_cpu_allocator, nullptr};
 
 Allocator* get_allocator(DeviceType type) {
   Allocator* a = g_allocators[static_cast<int>(type)];
-  RTX_CHECK(a != nullptr, DeviceError,
-            "[allocator] no allocator for device type {}: this build has no {} backend, or no device is available",
-            device_type_name(type), device_type_name(type));
+  RTX_CHECK(a != nullptr, DeviceError, "[allocator] cannot allocate memory on {}: {}", device_type_name(type),
+            cuda::is_available() ? std::string("this build registers no CUDA allocator") : cuda::unavailable_reason());
   return a;
 }
 

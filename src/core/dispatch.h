@@ -4,6 +4,7 @@
 #pragma once
 
 #include "rtx/device.h"
+#include "rtx/export.h"
 
 namespace rtx::detail {
 
@@ -29,5 +30,6 @@ class KernelTable {
 
 }  // namespace rtx::detail
 
-#define RTX_DECLARE_KERNEL(name, Signature) extern ::rtx::detail::KernelTable<Signature> name
-#define RTX_DEFINE_KERNEL(name, Signature) ::rtx::detail::KernelTable<Signature> name(#name)
+// Exported so that code outside the library (tests, extensions) can ask which devices have a kernel.
+#define RTX_DECLARE_KERNEL(name, Signature) extern RTX_API ::rtx::detail::KernelTable<Signature> name
+#define RTX_DEFINE_KERNEL(name, Signature) RTX_API ::rtx::detail::KernelTable<Signature> name(#name)

@@ -26,8 +26,17 @@ inline TensorImpl& get(const std::shared_ptr<TensorImpl>& p, const char* what) {
 
 const Shape& Tensor::sizes() const { return get(impl_, "sizes").sizes; }
 const Shape& Tensor::strides() const { return get(impl_, "strides").strides; }
-int64_t Tensor::size(int64_t d) const { return sizes()[detail::wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[detail::wrap_dim(d, dim(), "stride")]; }
+namespace {
+// d wrapped into [0, dim); unlike ops (which treat a 0-d tensor as having dims 0 and -1), a 0-d tensor
+// has no size or stride to read.
+int64_t checked_dim(const Tensor& t, int64_t d, const char* what) {
+  RTX_CHECK(t.dim() > 0, IndexError, "[{}] a 0-d tensor has no dims (asked for dim {})", what, d);
+  return detail::wrap_dim(d, t.dim(), what);
+}
+}  // namespace
+
+int64_t Tensor::size(int64_t d) const { return sizes()[checked_dim(*this, d, "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[checked_dim(*this, d, "stride")]; }
 int64_t Tensor::dim() const { return static_cast<int64_t>(get(impl_, "dim").sizes.size()); }
 int64_t Tensor::numel() const { return get(impl_, "numel").numel; }
 int64_t Tensor::storage_offset() const { return get(impl_, "storage_offset").offset; }
@@ -51,7 +60,7 @@ bool Tensor::requires_grad() const { return autograd::requires_grad(*this); }
 
 Tensor& Tensor::requires_grad_(bool requires_grad) {
   TensorImpl& impl = get(impl_, "requires_grad_");
-  if (!requires_grad && (!impl.autograd || !impl.autograd->requires_grad)) return *this;
+  if (!requires_grad && !autograd::requires_grad(*this)) return *this;  // already a leaf without grad
   RTX_CHECK(!requires_grad || is_floating(impl.dtype), DTypeError,
             "[requires_grad_] only floating point tensors can require gradients, but this one has dtype {}", impl.dtype);
   RTX_CHECK(!impl.autograd || !impl.autograd->grad_fn, Error,

@@ -3,6 +3,7 @@
 #include "autograd/function.h"
 #include "ops/internal.h"
 #include "ops/kernels.h"
+#include "rtx/cuda.h"
 
 namespace rtx {
 
@@ -70,12 +71,23 @@ Tensor& copy_(Tensor& dst, const Tensor& src) {
             "[copy_] source of shape {} does not broadcast to destination shape {}", detail::shape_str(src.sizes()),
             detail::shape_str(dst.sizes()));
   autograd::check_inplace(dst, "copy_");
+  // Copies between devices go through src's move to dst's device.
+  const Tensor local = src.device() == dst.device() ? src : src.detach().to(dst.device());
   if (autograd::inplace_needs_grad(dst, {src})) {
-    Tensor r = expand(to_dtype(src.to(dst.device()), dst.dtype()), dst.sizes());
+    // The new value of dst as a recorded op of (dst, src): src gets the gradient (the engine sums it
+    // over the broadcast dims and casts it to src's dtype), dst's old value none.
+    Tensor r = detail::make_tensor(dst.sizes(), dst.dtype(), dst.device());
+    detail::copy_raw(r, local);
+    auto node = autograd::make_node("copy_", dst, src);
+    const Device src_device = src.device();
+    node->set_backward([src_device](const TensorList& g, const TensorList&) {
+      return TensorList{zeros_like(g[0]), g[0].to(src_device)};
+    });
+    autograd::set_history(r, node);
     return autograd::commit_inplace(dst, r);
   }
   detail::check_no_internal_overlap(dst, "copy_");
-  detail::copy_raw(dst, src);
+  detail::copy_raw(dst, local);
   autograd::bump_version(dst);
   return dst;
 }
@@ -83,7 +95,14 @@ Tensor& copy_(Tensor& dst, const Tensor& src) {
 Tensor& fill_(Tensor& t, const Scalar& value) {
   check_defined(t, "fill_");
   autograd::check_inplace(t, "fill_");
-  if (autograd::inplace_needs_grad(t, {})) return autograd::commit_inplace(t, full_like(t, value));
+  if (autograd::inplace_needs_grad(t, {})) {
+    // A recorded op of t's old value whose gradient is zero: t keeps requiring grad, like PyTorch's.
+    Tensor r = full_like(t, value);
+    auto node = autograd::make_node("fill_", t);
+    node->set_backward([](const TensorList& g, const TensorList&) { return TensorList{zeros_like(g[0])}; });
+    autograd::set_history(r, node);
+    return autograd::commit_inplace(t, r);
+  }
   detail::fill_raw(t, value);
   autograd::bump_version(t);
   return t;
@@ -140,11 +159,12 @@ Tensor Tensor::to(Device device, DType dtype, bool copy) const {
   check_defined(*this, "to");
   Tensor r = to_dtype(*this, dtype);
   if (r.device() == device) return copy && r.is_same(*this) ? rtx::clone(r) : r;
+  // Checked before allocating, so that the message names the move rather than the allocator.
+  RTX_CHECK(kernels::copy_kernel.has(device.type) && kernels::copy_kernel.has(r.device().type), DeviceError,
+            "[to] cannot move a tensor from {} to {}: {}", r.device(), device,
+            cuda::is_available() ? "this build registers no CUDA kernels" : cuda::unavailable_reason());
   Tensor out = detail::make_tensor(r.sizes(), r.dtype(), device);
   // Cross-device copies go through the destination's copy kernel, which understands both ends.
-  RTX_CHECK(kernels::copy_kernel.has(device.type) && kernels::copy_kernel.has(r.device().type), DeviceError,
-            "[to] cannot move a tensor from {} to {}: no {} backend in this build or no device available", r.device(),
-            device, device_type_name(device.is_cpu() ? r.device().type : device.type));
   kernels::copy_kernel.get(device.is_cpu() ? r.device() : device)(out, r.contiguous());
   if (auto node = autograd::make_node("to", r)) {
     const Device src_device = r.device();

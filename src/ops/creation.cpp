@@ -4,6 +4,7 @@
 
 #include "core/storage.h"
 #include "ops/internal.h"
+#include "rtx/cuda.h"
 
 namespace rtx {
 namespace {
@@ -18,22 +19,35 @@ TensorOptions like(const Tensor& t, const std::optional<TensorOptions>& o, const
   return o ? *o : TensorOptions(t.dtype(), t.device());
 }
 
-}  // namespace
-
-Tensor empty(const Shape& shape, const TensorOptions& o) {
-  detail::checked_numel(shape, "empty");
-  return finish(detail::make_tensor(shape, o.dtype, o.device), o);
+// DeviceError naming op when device cannot hold tensors here (no CUDA build, driver or device).
+void check_device(const char* op, Device device) {
+  if (device.is_cpu()) return;
+  RTX_CHECK(cuda::is_available(), DeviceError, "[{}] cannot create a tensor on {}: {}", op, device,
+            cuda::unavailable_reason());
+  RTX_CHECK(device.index >= 0 && device.index < cuda::device_count(), DeviceError,
+            "[{}] cannot create a tensor on {}: this machine has {} CUDA device(s)", op, device, cuda::device_count());
 }
 
-Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& o) {
-  detail::checked_numel(shape, "full");
+// A new tensor of shape filled with value (op names the errors).
+Tensor filled(const char* op, const Shape& shape, const Scalar& value, const TensorOptions& o) {
+  check_device(op, o.device);
+  detail::checked_numel(shape, op);
   Tensor t = detail::make_tensor(shape, o.dtype, o.device);
   detail::fill_raw(t, value);
   return finish(t, o);
 }
 
-Tensor zeros(const Shape& shape, const TensorOptions& o) { return full(shape, 0, o); }
-Tensor ones(const Shape& shape, const TensorOptions& o) { return full(shape, 1, o); }
+}  // namespace
+
+Tensor empty(const Shape& shape, const TensorOptions& o) {
+  check_device("empty", o.device);
+  detail::checked_numel(shape, "empty");
+  return finish(detail::make_tensor(shape, o.dtype, o.device), o);
+}
+
+Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& o) { return filled("full", shape, value, o); }
+Tensor zeros(const Shape& shape, const TensorOptions& o) { return filled("zeros", shape, 0, o); }
+Tensor ones(const Shape& shape, const TensorOptions& o) { return filled("ones", shape, 1, o); }
 
 Tensor empty_like(const Tensor& t, std::optional<TensorOptions> o) { return empty(t.sizes(), like(t, o, "empty_like")); }
 Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> o) { return zeros(t.sizes(), like(t, o, "zeros_like")); }
@@ -49,6 +63,7 @@ Tensor arange(const Scalar& end, std::optional<TensorOptions> o) { return arange
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<TensorOptions> o) {
   const bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
   TensorOptions opts = o ? *o : TensorOptions(integral ? kInt64 : kDefaultFloat);
+  check_device("arange", opts.device);
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
   RTX_CHECK(st != 0, ValueError, "[arange] step must be nonzero");
   RTX_CHECK(std::isfinite(s) && std::isfinite(e), ValueError, "[arange] start and end must be finite, got {} and {}", s, e);
@@ -59,7 +74,9 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::o
     const int64_t a = start.to_int(), b = end.to_int(), c = step.to_int();
     n = c > 0 ? (b - a + c - 1) / c : (a - b - c - 1) / -c;
   } else {
-    n = static_cast<int64_t>(std::ceil((e - s) / st));
+    const double count = std::ceil((e - s) / st);
+    RTX_CHECK(count < 9.2e18, ValueError, "[arange] the range from {} to {} by {} has too many elements", s, e, st);
+    n = static_cast<int64_t>(count);
   }
   // Values are computed on the host in double (int64 exactly) and converted once.
   Tensor host = detail::make_tensor({n}, integral ? kInt64 : kFloat64, Device(kCPU));
@@ -75,19 +92,21 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::o
 
 Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o) {
   RTX_CHECK(steps >= 0, ValueError, "[linspace] steps must be nonnegative, got {}", steps);
+  check_device("linspace", o.device);
   Tensor host = detail::make_tensor({steps}, kFloat64, Device(kCPU));
   double* p = host.data_ptr<double>();
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
-  // Symmetric evaluation (like PyTorch) so that both ends are exact.
+  // Symmetric evaluation (like PyTorch) so that both ends are exact; one step is just start.
   const int64_t half = steps / 2;
   for (int64_t i = 0; i < steps; ++i)
-    p[i] = i < half ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
+    p[i] = i < half || steps == 1 ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
   return finish(host.to(o.device, o.dtype), o);
 }
 
 Tensor eye(int64_t n, int64_t m, const TensorOptions& o) {
   if (m < 0) m = n;
   RTX_CHECK(n >= 0, ValueError, "[eye] n must be nonnegative, got {}", n);
+  check_device("eye", o.device);
   Tensor t = zeros({n, m}, TensorOptions(o.dtype, o.device));
   Tensor d = t.diagonal();
   detail::fill_raw(d, 1);
@@ -97,6 +116,7 @@ Tensor eye(int64_t n, int64_t m, const TensorOptions& o) {
 Tensor from_buffer(const void* data, const Shape& shape, DType dtype, Device device) {
   const int64_t n = detail::checked_numel(shape, "from_buffer");
   RTX_CHECK(data != nullptr || n == 0, ValueError, "[from_buffer] null data pointer for {} elements", n);
+  check_device("from_buffer", device);
   Tensor host = detail::make_tensor(shape, dtype, Device(kCPU));
   if (n > 0) std::memcpy(host.data_ptr(), data, static_cast<size_t>(n) * element_size(dtype));
   return device.is_cpu() ? host : host.to(device);
@@ -120,6 +140,7 @@ Tensor from_blob(void* data, const Shape& shape, const Shape& strides, DType dty
 }
 
 Tensor tensor(std::initializer_list<double> values, const TensorOptions& o) {
+  check_device("tensor", o.device);
   std::vector<double> v(values);
   Tensor t = from_buffer(v.data(), {static_cast<int64_t>(v.size())}, kFloat64).to(o.device, o.dtype);
   return finish(t, o);

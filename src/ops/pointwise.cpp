@@ -68,6 +68,18 @@ Tensor binary_forward(const char* op, const KernelTable<kernels::BinaryFn>& k, c
   return out;
 }
 
+// In-place ops cannot grow their destination: the result must have self's shape.
+void check_fits(const char* op, const Tensor& self, const Shape& result_shape) {
+  RTX_CHECK(result_shape == self.sizes(), ShapeError, "[{}] the result of shape {} does not fit the destination of shape {}",
+            op, detail::shape_str(result_shape), detail::shape_str(self.sizes()));
+}
+
+// Writes an out-of-place result into self (no autograd, no version bump).
+void write_into(const char* op, const Tensor& self, const Tensor& result) {
+  check_fits(op, self, result.sizes());
+  detail::copy_raw(self, result);
+}
+
 // In-place: self = f(self, ...). Writes directly when nothing records grad; otherwise computes the
 // result out of place (recorded) and hands self its history.
 template <typename Compute, typename Direct>
@@ -77,7 +89,11 @@ Tensor& inplace(const char* op, Tensor& self, const TensorList& others, DType ct
   RTX_CHECK(detail::can_cast(ct, self.dtype()), DTypeError,
             "[{}] the result has dtype {}, which cannot be written into a tensor of dtype {}", op, ct, self.dtype());
   autograd::check_inplace(self, op);
-  if (autograd::inplace_needs_grad(self, others)) return autograd::commit_inplace(self, to_dtype(compute(), self.dtype()));
+  if (autograd::inplace_needs_grad(self, others)) {
+    Tensor result = compute();
+    check_fits(op, self, result.sizes());
+    return autograd::commit_inplace(self, to_dtype(result, self.dtype()));
+  }
   detail::check_no_internal_overlap(self, op);
   direct();
   autograd::bump_version(self);
@@ -175,9 +191,7 @@ Tensor zero_grad(const Tensor& g) { return zeros_like(g); }
         #name "_", a, {b}, ct, [&] { return name(RTX_SNAP2_##save(a), b); },                     \
         [&] {                                                                                    \
           Broadcast bc = broadcast_pair(#name "_", a, b, ct);                                    \
-          RTX_CHECK(bc.shape == a.sizes(), ShapeError,                                           \
-                    "[" #name "_] the result of shape {} does not fit the destination of shape {}", \
-                    detail::shape_str(bc.shape), detail::shape_str(a.sizes()));                  \
+          check_fits(#name "_", a, bc.shape);                                                    \
           if (ct == a.dtype()) {                                                                 \
             if (a.numel() > 0) kernels::name##_kernel.get(a.device())(a, a, bc.b);               \
           } else {                                                                               \
@@ -237,6 +251,16 @@ Tensor unary_param(const char* op, const KernelTable<kernels::UnaryParamFn>& k, 
 double nan_if_none(const std::optional<Scalar>& s) {
   return s ? s->to_double() : std::numeric_limits<double>::quiet_NaN();
 }
+
+// The dtype clamp computes in: a float bound on an integer tensor promotes, like PyTorch.
+DType clamp_dtype(const char* op, const Tensor& x, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+  RTX_CHECK(min || max, ValueError, "[{}] at least one of min and max must be given", op);
+  RTX_CHECK(x.dtype() != kBool, DTypeError, "[{}] not supported for bool tensors", op);
+  DType ct = x.dtype();
+  if (min) ct = detail::promote_with_scalar(ct, *min);
+  if (max) ct = detail::promote_with_scalar(ct, *max);
+  return ct;
+}
 }  // namespace
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
@@ -283,12 +307,7 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   check_defined(x, "clamp");
-  RTX_CHECK(min || max, ValueError, "[clamp] at least one of min and max must be given");
-  RTX_CHECK(x.dtype() != kBool, DTypeError, "[clamp] not supported for bool tensors");
-  // A float bound on an integer tensor promotes, like PyTorch.
-  DType ct = x.dtype();
-  if (min) ct = detail::promote_with_scalar(ct, *min);
-  if (max) ct = detail::promote_with_scalar(ct, *max);
+  const DType ct = clamp_dtype("clamp", x, min, max);
   const double lo = nan_if_none(min), hi = nan_if_none(max);
   return unary_param("clamp", kernels::clamp_kernel, x, lo, hi, ct, [lo, hi](const Tensor& g, const Tensor& x, const Tensor&) {
     Tensor keep = ones_like(x, TensorOptions(kBool, x.device()));
@@ -300,9 +319,9 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
 
 Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   check_defined(x, "clamp_");
-  RTX_CHECK(min || max, ValueError, "[clamp_] at least one of min and max must be given");
+  const DType ct = clamp_dtype("clamp_", x, min, max);
   const double lo = nan_if_none(min), hi = nan_if_none(max);
-  return inplace("clamp_", x, {}, x.dtype(), [&] { return clamp(x.clone(), min, max); },
+  return inplace("clamp_", x, {}, ct, [&] { return clamp(x.clone(), min, max); },
                  [&] { kernels::clamp_kernel.get(x.device())(x, x, lo, hi); });
 }
 
@@ -376,23 +395,28 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
 Tensor& masked_fill_(Tensor& x, const Tensor& mask, const Scalar& value) {
   check_defined(x, "masked_fill_");
   return inplace("masked_fill_", x, {}, x.dtype(), [&] { return masked_fill(x, mask, value); }, [&] {
-    Tensor filled = masked_fill(x, mask, value);
-    detail::copy_raw(x, filled);
+    write_into("masked_fill_", x, masked_fill(x, mask, value));
   });
 }
 
 namespace {
-Tensor addc(const char* op, const KernelTable<kernels::TernaryFn>& k, const Tensor& x, const Tensor& t1,
-            const Tensor& t2, const Scalar& value, bool divide) {
+// The dtype addcmul/addcdiv compute in (addcdiv divides integers in the default float type).
+DType addc_dtype(const char* op, const Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value, bool divide) {
   check_defined(x, op);
   check_defined(t1, op, "tensor1");
   check_defined(t2, op, "tensor2");
-  detail::check_same_device(op, x, t1);
-  detail::check_same_device(op, x, t2);
   const Tensor* ts[] = {&x, &t1, &t2};
   DType ct = detail::result_type_of(ts, 3, &value, 1);
   if (divide && !is_floating(ct)) ct = kDefaultFloat;
   RTX_CHECK(ct != kBool, DTypeError, "[{}] not supported for bool tensors", op);
+  return ct;
+}
+
+Tensor addc(const char* op, const KernelTable<kernels::TernaryFn>& k, const Tensor& x, const Tensor& t1,
+            const Tensor& t2, const Scalar& value, bool divide) {
+  const DType ct = addc_dtype(op, x, t1, t2, value, divide);
+  detail::check_same_device(op, x, t1);
+  detail::check_same_device(op, x, t2);
   const Shape shape = broadcast_shapes(broadcast_shapes(x.sizes(), t1.sizes(), op), t2.sizes(), op);
   Tensor out = detail::make_tensor(shape, ct, x.device());
   if (out.numel() > 0)
@@ -421,15 +445,15 @@ Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar
 }
 
 Tensor& addcmul_(Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value) {
-  check_defined(x, "addcmul_");
-  return inplace("addcmul_", x, {t1, t2}, x.dtype(), [&] { return addcmul(x, t1, t2, value); },
-                 [&] { detail::copy_raw(x, addcmul(x, t1, t2, value)); });
+  const DType ct = addc_dtype("addcmul_", x, t1, t2, value, false);
+  return inplace("addcmul_", x, {t1, t2}, ct, [&] { return addcmul(x, t1, t2, value); },
+                 [&] { write_into("addcmul_", x, addcmul(x, t1, t2, value)); });
 }
 
 Tensor& addcdiv_(Tensor& x, const Tensor& t1, const Tensor& t2, const Scalar& value) {
-  check_defined(x, "addcdiv_");
-  return inplace("addcdiv_", x, {t1, t2}, x.dtype(), [&] { return addcdiv(x, t1, t2, value); },
-                 [&] { detail::copy_raw(x, addcdiv(x, t1, t2, value)); });
+  const DType ct = addc_dtype("addcdiv_", x, t1, t2, value, true);
+  return inplace("addcdiv_", x, {t1, t2}, ct, [&] { return addcdiv(x, t1, t2, value); },
+                 [&] { write_into("addcdiv_", x, addcdiv(x, t1, t2, value)); });
 }
 
 Tensor lerp(const Tensor& x, const Tensor& end, const Scalar& weight) {
@@ -452,7 +476,7 @@ Tensor lerp(const Tensor& x, const Tensor& end, const Scalar& weight) {
 Tensor& lerp_(Tensor& x, const Tensor& end, const Scalar& weight) {
   check_defined(x, "lerp_");
   return inplace("lerp_", x, {end}, x.dtype(), [&] { return lerp(x, end, weight); },
-                 [&] { detail::copy_raw(x, lerp(x, end, weight)); });
+                 [&] { write_into("lerp_", x, lerp(x, end, weight)); });
 }
 
 }  // namespace rtx

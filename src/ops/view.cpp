@@ -116,8 +116,8 @@ Tensor permute(const Tensor& x, const Shape& dims) {
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
   check_defined(x, "transpose");
   const int64_t nd = x.dim();
-  if (nd == 0) return x;
   const int64_t a = wrap_dim(dim0, nd, "transpose"), b = wrap_dim(dim1, nd, "transpose");
+  if (nd == 0) return x;
   Shape dims(nd);
   std::iota(dims.begin(), dims.end(), 0);
   std::swap(dims[a], dims[b]);

@@ -173,6 +173,7 @@ inline ::testing::AssertionResult gradgradcheck(const Fn& fn, const TensorList& 
                                                 double atol = 1e-4, double rtol = 1e-3) {
   const TensorList w = detail::random_weights(fn(inputs));
   Fn first = [&](const TensorList& in) {
+    EnableGradGuard enable_grad;  // gradcheck evaluates fn under NoGradGuard
     TensorList diff;
     for (const auto& x : in)
       if (x.defined() && x.requires_grad()) diff.push_back(x);

@@ -1,0 +1,242 @@
+// Indexing front-ends: index_select, gather, scatter, scatter_add, index_add, tril and triu. Index
+// tensors are int64 or int32 and are never wrapped: a value outside [0, size) raises IndexError naming
+// the value, the dim and its size. Like PyTorch, a 0-d tensor counts as a 1-element 1-d one where an
+// op needs a dim. Gradients are written with these same ops (gather <-> scatter_add, index_select <->
+// index_add), so that they are differentiable again.
+#include "autograd/function.h"
+#include "ops/index_kernels.h"
+#include "ops/internal.h"
+
+namespace rtx {
+
+namespace kernels {
+RTX_DEFINE_KERNEL(gather_kernel, GatherFn);
+RTX_DEFINE_KERNEL(index_select_kernel, IndexSelectFn);
+RTX_DEFINE_KERNEL(scatter_kernel, ScatterFn);
+RTX_DEFINE_KERNEL(triangle_kernel, TriangleFn);
+}  // namespace kernels
+
+namespace {
+
+using detail::check_defined;
+using detail::shape_str;
+using kernels::ScatterMode;
+
+void check_index(const char* op, const Tensor& x, const Tensor& index) {
+  check_defined(index, op, "index");
+  RTX_CHECK(index.dtype() == kInt64 || index.dtype() == kInt32, DTypeError,
+            "[{}] index must be an int64 (or int32) tensor, got {}", op, index.dtype());
+  detail::check_same_device(op, x, index);
+}
+
+// A 0-d tensor as a 1-element 1-d view (kernels always see the dim they work along); others as they are.
+Tensor at_least_1d(const Tensor& t) { return t.dim() == 0 ? detail::make_view(t, {1}, {1}, t.storage_offset()) : t; }
+
+void raise_fault(const kernels::IndexFault& fault, const char* op, int64_t dim, int64_t size) {
+  RTX_CHECK(!fault.found, IndexError, "[{}] index {} is out of bounds for dim {} with size {}", op, fault.value, dim,
+            size);
+}
+
+// index (at least 1-d) must have target's number of dims and fit inside it in every dim (but dim,
+// when skip_dim).
+void check_fits(const char* op, const Tensor& index, const Tensor& target, const char* what, int64_t dim, bool skip_dim) {
+  RTX_CHECK(index.dim() == target.dim(), ShapeError,
+            "[{}] index of shape {} has {} dims but {} of shape {} has {}; they must have the same number of dims", op,
+            shape_str(index.sizes()), index.dim(), what, shape_str(target.sizes()), target.dim());
+  if (index.numel() == 0) return;
+  for (int64_t d = 0; d < index.dim(); ++d) {
+    RTX_CHECK((skip_dim && d == dim) || index.size(d) <= target.size(d), ShapeError,
+              "[{}] index of shape {} does not fit {} of shape {}: size {} > {} at dim {}{}", op,
+              shape_str(index.sizes()), what, shape_str(target.sizes()), index.size(d), target.size(d), d,
+              skip_dim ? fmt::format(" (only dim {} may be larger)", dim) : std::string());
+  }
+}
+
+// t (index's shape) padded with zeros at the end of every dim to shape: the gradient of a tensor of
+// which only the leading index-shaped block was read.
+Tensor pad_to(Tensor t, const Shape& shape) {
+  if (t.dim() == 0 && !shape.empty()) t = t.reshape({1});
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) == shape[d]) continue;
+    Shape zeros_shape = t.sizes();
+    zeros_shape[d] = shape[d] - t.size(d);
+    t = cat({t, zeros(zeros_shape, t.options())}, d);
+  }
+  return t;
+}
+
+// A copy of x with src (index's shape, already viewed so) scattered into it along dim.
+Tensor scatter_into_copy(const char* op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                         ScatterMode mode, const Scalar& alpha = 1) {
+  Tensor out = detail::make_tensor(x.sizes(), x.dtype(), x.device());
+  detail::copy_raw(out, x);
+  const Tensor out1 = at_least_1d(out);
+  if (index.numel() > 0)
+    raise_fault(kernels::scatter_kernel.get(x.device())(out1, dim, index, src, mode, alpha), op, dim, out1.size(dim));
+  return out;
+}
+
+// Validates a tensor scatter (scatter, scatter_add) and returns its result, not recorded.
+Tensor scatter_tensor(const char* op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                      ScatterMode mode) {
+  check_defined(x, op);
+  check_defined(src, op, "src");
+  check_index(op, x, index);
+  detail::check_same_device(op, x, src);
+  RTX_CHECK(src.dtype() == x.dtype(), DTypeError, "[{}] src has dtype {} but the input has {}; they must match", op,
+            src.dtype(), x.dtype());
+  const int64_t d = detail::wrap_dim(dim, x.dim(), op);
+  const Tensor x1 = at_least_1d(x), i1 = at_least_1d(index), s1 = at_least_1d(src);
+  check_fits(op, i1, x1, "the input", d, true);
+  check_fits(op, i1, s1, "src", d, false);
+  const Tensor src_view = detail::make_view(s1, i1.sizes(), s1.strides(), s1.storage_offset());
+  return scatter_into_copy(op, x, d, i1, src_view, mode);
+}
+
+Tensor triangle(const char* op, const Tensor& x, int64_t diagonal, bool upper) {
+  check_defined(x, op);
+  RTX_CHECK(x.dim() >= 2, ShapeError, "[{}] needs a tensor with at least 2 dims, got shape {}", op, shape_str(x.sizes()));
+  Tensor out = detail::make_tensor(x.sizes(), x.dtype(), x.device());
+  if (out.numel() > 0) kernels::triangle_kernel.get(x.device())(out, x, diagonal, upper);
+  if (auto node = autograd::make_node(op, x)) {
+    node->set_backward([diagonal, upper](const TensorList& g, const TensorList&) {
+      return TensorList{upper ? triu(g[0], diagonal) : tril(g[0], diagonal)};
+    });
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  check_defined(x, "index_select");
+  check_index("index_select", x, index);
+  const int64_t d = detail::wrap_dim(dim, x.dim(), "index_select");
+  RTX_CHECK(index.dim() <= 1, ShapeError, "[index_select] index must be 0-d or 1-d, got shape {}",
+            shape_str(index.sizes()));
+  RTX_CHECK(x.dim() > 0 || index.numel() == 1, ShapeError, "[index_select] a 0-d input takes exactly one index, got {}",
+            index.numel());
+  Shape shape = x.sizes();
+  if (x.dim() > 0) shape[d] = index.numel();
+  Tensor out = detail::make_tensor(shape, x.dtype(), x.device());
+  if (out.numel() > 0) {
+    const Tensor x1 = at_least_1d(x);
+    raise_fault(kernels::index_select_kernel.get(x.device())(at_least_1d(out), x1, d, at_least_1d(index)),
+                "index_select", d, x1.size(d));
+  }
+  if (auto node = autograd::make_node("index_select", x)) {
+    node->save(index);
+    const Shape in_shape = x.sizes();
+    node->set_backward([in_shape, d](const TensorList& g, const TensorList& s) {
+      return TensorList{index_add(zeros(in_shape, g[0].options()), d, s[0], g[0])};
+    });
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  check_defined(x, "gather");
+  check_index("gather", x, index);
+  const int64_t d = detail::wrap_dim(dim, x.dim(), "gather");
+  const Tensor x1 = at_least_1d(x), i1 = at_least_1d(index);
+  check_fits("gather", i1, x1, "the input", d, true);
+  Tensor out = detail::make_tensor(index.sizes(), x.dtype(), x.device());
+  if (out.numel() > 0)
+    raise_fault(kernels::gather_kernel.get(x.device())(at_least_1d(out), x1, d, i1), "gather", d, x1.size(d));
+  if (auto node = autograd::make_node("gather", x)) {
+    node->save(index);
+    const Shape in_shape = x.sizes();
+    node->set_backward([in_shape, d](const TensorList& g, const TensorList& s) {
+      return TensorList{scatter_add(zeros(in_shape, g[0].options()), d, s[0], g[0])};
+    });
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor out = scatter_tensor("scatter", x, dim, index, src, ScatterMode::Assign);
+  if (auto node = autograd::make_node("scatter", x, src)) {
+    const int64_t d = detail::wrap_dim(dim, x.dim(), "scatter");
+    node->save(index);
+    const Shape src_shape = src.sizes();
+    node->set_backward([d, src_shape](const TensorList& g, const TensorList& s) {
+      // Overwritten elements of x get no gradient; each src element gets the gradient of where it went.
+      return TensorList{scatter(g[0], d, s[0], 0), pad_to(gather(g[0], d, s[0]), src_shape)};
+    });
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value) {
+  check_defined(x, "scatter");
+  check_index("scatter", x, index);
+  const int64_t d = detail::wrap_dim(dim, x.dim(), "scatter");
+  const Tensor x1 = at_least_1d(x), i1 = at_least_1d(index);
+  check_fits("scatter", i1, x1, "the input", d, true);
+  const Tensor v = detail::wrap_scalar(value, x.dtype(), x.device());
+  const Tensor src_view = detail::make_view(v, i1.sizes(), Shape(i1.dim(), 0), v.storage_offset());
+  Tensor out = scatter_into_copy("scatter", x, d, i1, src_view, ScatterMode::Assign);
+  if (auto node = autograd::make_node("scatter", x)) {
+    node->save(index);
+    node->set_backward([d](const TensorList& g, const TensorList& s) { return TensorList{scatter(g[0], d, s[0], 0)}; });
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor out = scatter_tensor("scatter_add", x, dim, index, src, ScatterMode::Add);
+  if (auto node = autograd::make_node("scatter_add", x, src)) {
+    const int64_t d = detail::wrap_dim(dim, x.dim(), "scatter_add");
+    node->save(index);
+    const Shape src_shape = src.sizes();
+    node->set_backward([d, src_shape](const TensorList& g, const TensorList& s) {
+      return TensorList{g[0], pad_to(gather(g[0], d, s[0]), src_shape)};
+    });
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+  check_defined(x, "index_add");
+  check_defined(source, "index_add", "source");
+  check_index("index_add", x, index);
+  detail::check_same_device("index_add", x, source);
+  const int64_t d = detail::wrap_dim(dim, x.dim(), "index_add");
+  RTX_CHECK(index.dim() <= 1, ShapeError, "[index_add] index must be 0-d or 1-d, got shape {}", shape_str(index.sizes()));
+  RTX_CHECK(source.dtype() == x.dtype(), DTypeError, "[index_add] source has dtype {} but the input has {}; they must match",
+            source.dtype(), x.dtype());
+  RTX_CHECK(is_floating(x.dtype()) || !alpha.is_floating(), DTypeError,
+            "[index_add] alpha must be an integer for an input of dtype {}, got {}", x.dtype(), alpha.to_double());
+  const Tensor x1 = at_least_1d(x), s1 = at_least_1d(source), i1 = at_least_1d(index);
+  Shape expected = x1.sizes();
+  expected[d] = i1.numel();
+  RTX_CHECK(s1.sizes() == expected, ShapeError,
+            "[index_add] source of shape {} must have the input's shape {} with the index's length {} at dim {}",
+            shape_str(source.sizes()), shape_str(x.sizes()), i1.numel(), d);
+  // The index broadcast to source's shape makes index_add a scatter_add.
+  Shape index_strides(s1.dim(), 0);
+  index_strides[d] = i1.stride(0);
+  const Tensor index_view = detail::make_view(i1, s1.sizes(), index_strides, i1.storage_offset());
+  Tensor out = scatter_into_copy("index_add", x, d, index_view, s1, ScatterMode::Add, alpha);
+  if (auto node = autograd::make_node("index_add", x, source)) {
+    node->save(index);
+    node->set_backward([d, alpha](const TensorList& g, const TensorList& s) {
+      Tensor grad_source = index_select(g[0], d, s[0]);
+      if (!(alpha.is_integral() && alpha.to_int() == 1)) grad_source = grad_source * alpha;
+      return TensorList{g[0], grad_source};
+    });
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor tril(const Tensor& x, int64_t diagonal) { return triangle("tril", x, diagonal, false); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return triangle("triu", x, diagonal, true); }
+
+}  // namespace rtx

@@ -1,0 +1,15 @@
+// Kernel table of the linear algebra family (the signature every backend implements).
+#pragma once
+
+#include "core/dispatch.h"
+#include "rtx/tensor.h"
+
+namespace rtx::kernels {
+
+// out[..., M, N] = a[..., M, K] @ b[..., K, N] for every batch index. a and b have out's batch shape
+// (broadcast batch dims are stride-0 views) and any strides, out is contiguous, both operands have out's
+// dtype; K = 0 gives zeros.
+using MatmulFn = void(const Tensor& out, const Tensor& a, const Tensor& b);
+RTX_DECLARE_KERNEL(matmul_kernel, MatmulFn);
+
+}  // namespace rtx::kernels
