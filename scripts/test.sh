@@ -8,6 +8,9 @@
 #   RTX_JOBS=N        parallel build/test jobs (default 2)
 #   RTX_SKIP_DEPS=1   do not run scripts/install_deps.sh
 #   RTX_SKIP_ASAN=1   skip the sanitizer build
+#   RTX_ASAN_OPT="-O0 -g"  optimization/debug flags of the sanitizer build
+#                     (-O1 catches the same bugs but compiles about 3x slower
+#                     with GCC's ASan+UBSan instrumentation)
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -93,8 +96,8 @@ else
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:print_summary=1}"
   export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=${ROOT}/cmake/lsan.supp:print_suppressions=0}"
   configure_build_test asan "${ROOT}/build/asan" \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" \
+    -DCMAKE_BUILD_TYPE=Debug \
+    "-DCMAKE_CXX_FLAGS_DEBUG=${RTX_ASAN_OPT:--O0 -g}" \
     -DRTX_SANITIZE=address,undefined \
     -DRTX_WITH_CUDA=OFF \
     -DRTX_BUILD_TESTS=ON \

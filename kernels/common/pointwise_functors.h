@@ -167,12 +167,14 @@ struct Pow {
   template <typename T> RTX_INLINE T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
       if (b < 0) return a == 1 ? T(1) : (a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0));
-      T result = 1, base = a;
+      // Overflow wraps (two's complement), like PyTorch: multiply in the unsigned type.
+      using U = std::make_unsigned_t<T>;
+      U result = 1, base = static_cast<U>(a);
       for (T e = b; e > 0; e >>= 1) {
-        if (e & 1) result = static_cast<T>(result * base);
-        base = static_cast<T>(base * base);
+        if (e & 1) result = static_cast<U>(result * base);
+        base = static_cast<U>(base * base);
       }
-      return result;
+      return static_cast<T>(result);
     } else {
       return std::pow(a, b);
     }

@@ -124,10 +124,12 @@ TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_
   } restore{prev_grad_mode};
 
   std::unordered_map<Node*, TensorList> buffers;
+  buffers.reserve(post_order.size());
   std::priority_queue<Node*, std::vector<Node*>, CompareSeq> ready;
   ready.push(graph_root.get());
   // Keeps nodes alive while they run even if the user dropped every tensor referring to them.
   std::vector<std::shared_ptr<Node>> keep_alive;
+  keep_alive.reserve(post_order.size());
   const bool anomaly = is_anomaly_enabled();
 
   while (!ready.empty()) {

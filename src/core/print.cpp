@@ -99,8 +99,8 @@ class Formatter {
   size_t width_ = 1;
 };
 
-// Renders the nested brackets of a contiguous host tensor. sizes are the tensor's own sizes; a dim
-// that was summarized (its original size was above 2 * kEdgeItems) gets "..." between its halves.
+// Renders the nested brackets of a contiguous host tensor. A summarized dim (one whose original size
+// was above 2 * kEdgeItems, cut down to its edges) gets "..." between its two halves.
 class Renderer {
  public:
   Renderer(const Tensor& host, const Formatter& fmt, std::vector<bool> summarized)

@@ -339,10 +339,12 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const 
     kernels::max_pool2d_backward_kernel.get(grad_out.device())(grad_x, contiguous_raw(grad_out), indices);
   if (auto node = autograd::make_node("max_pool2d_backward", grad_out)) {
     node->save(indices);
-    // Linear in grad_out: its adjoint gathers the incoming gradient at the max positions.
+    // Linear in grad_out: its adjoint gathers the incoming gradient at the max positions (zero for
+    // the -1 index of a window that covers no input).
     node->set_backward([](const TensorList& gg, const TensorList& s) {
       const Tensor& idx = s[0];
-      return TensorList{gather(gg[0].flatten(2), 2, idx.flatten(2)).view(idx.sizes())};
+      const Tensor picked = gather(gg[0].flatten(2), 2, idx.flatten(2).clamp(0)).view(idx.sizes());
+      return TensorList{where(idx >= 0, picked, zeros_like(picked))};
     });
     autograd::set_history(grad_x, node);
   }

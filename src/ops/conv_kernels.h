@@ -40,9 +40,10 @@ using Conv2dBackwardWeightFn = void(const Tensor& grad_weight, const Tensor& gra
                                     const Conv2dParams& p);
 
 // Pooling kernels see contiguous [N, C, H, W] inputs and [N, C, OH, OW] outputs of the input's dtype.
-// indices: int64, the flat h * W + w position of each window's max within its input plane.
+// indices: int64, the flat h * W + w position of each window's max within its input plane (-1, with
+// a -inf value, for a window that covers no input element, which dilation allows).
 using MaxPool2dFn = void(const Tensor& out, const Tensor& indices, const Tensor& x, const Pool2dParams& p);
-// grad_x (every element written) = grad_out summed into the positions indices name.
+// grad_x (every element written) = grad_out summed into the positions indices name (-1: none).
 using MaxPool2dBackwardFn = void(const Tensor& grad_x, const Tensor& grad_out, const Tensor& indices);
 using AvgPool2dFn = void(const Tensor& out, const Tensor& x, const Pool2dParams& p);
 using AvgPool2dBackwardFn = void(const Tensor& grad_x, const Tensor& grad_out, const Pool2dParams& p);

@@ -39,11 +39,11 @@ void launch(const detail::KernelTable<Fn>& table, const Tensor& out, int64_t n_v
   kernel(out, rng, args...);
 }
 
-// Values per counter of uniform and normal values of a floating dtype.
-int float_values_per_counter(DType dtype) {
-  int per_counter = 0;
-  RTX_DISPATCH_FLOATS(dtype, "random", [&] { per_counter = philox::float_per_counter(philox::Digits<scalar_t>::value); });
-  return per_counter;
+// Mantissa digits of a floating dtype.
+int float_digits(DType dtype) {
+  int digits = 0;
+  RTX_DISPATCH_FLOATS(dtype, "random", [&] { digits = philox::Digits<scalar_t>::value; });
+  return digits;
 }
 
 void check_floating_dtype(const char* op, DType dtype, const char* hint) {
@@ -51,11 +51,11 @@ void check_floating_dtype(const char* op, DType dtype, const char* hint) {
 }
 
 void fill_uniform(const Tensor& t, double from, double to) {
-  launch(kernels::uniform_kernel, t, t.numel(), float_values_per_counter(t.dtype()), from, to);
+  launch(kernels::uniform_kernel, t, t.numel(), philox::float_per_counter(float_digits(t.dtype())), from, to);
 }
 
 void fill_normal(const Tensor& t, double mean, double std) {
-  launch(kernels::normal_kernel, t, t.numel(), float_values_per_counter(t.dtype()), mean, std);
+  launch(kernels::normal_kernel, t, t.numel(), philox::float_per_counter(float_digits(t.dtype())), mean, std);
 }
 
 // A new tensor of shape filled by fill, with requires_grad from options.
@@ -105,8 +105,7 @@ IntRange exact_integers(DType dtype) {
     case kInt64: return {std::numeric_limits<int64_t>::min(), 0};
     default: break;
   }
-  int digits = 0;
-  RTX_DISPATCH_FLOATS(dtype, "random", [&] { digits = philox::Digits<scalar_t>::value; });
+  const int digits = float_digits(dtype);
   return {-(int64_t{1} << digits), (int64_t{1} << digits) + 1};
 }
 
@@ -159,8 +158,8 @@ Tensor randperm(int64_t n, const TensorOptions& options) {
 Tensor& uniform_(Tensor& t, double from, double to) {
   check_defined(t, "uniform_");
   RTX_CHECK(is_floating(t.dtype()), DTypeError, "[uniform_] expected a floating tensor, but got dtype {}", t.dtype());
-  RTX_CHECK(std::isfinite(from) && std::isfinite(to), ValueError, "[uniform_] from and to must be finite, got {} and {}",
-            from, to);
+  RTX_CHECK(std::isfinite(from) && std::isfinite(to), ValueError,
+            "[uniform_] from and to must be finite, got {} and {}", from, to);
   RTX_CHECK(from <= to, ValueError, "[uniform_] expected from <= to, but got from={} > to={}", from, to);
   RTX_CHECK(std::isfinite(to - from), ValueError, "[uniform_] the range to - from = {} - {} overflows", to, from);
   return fill_inplace("uniform_", t, [&](const Tensor& dst) { fill_uniform(dst, from, to); });

@@ -218,7 +218,11 @@ Tensor squeeze(const Tensor& x, std::optional<int64_t> dim) {
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
   check_defined(x, "unsqueeze");
-  const int64_t d = wrap_dim(dim, x.dim() + 1, "unsqueeze");
+  // The new dim goes anywhere from before the first dim to after the last: index in [-nd - 1, nd].
+  const int64_t nd = x.dim();
+  RTX_CHECK(dim >= -nd - 1 && dim <= nd, IndexError, "[unsqueeze] dim {} out of range for a {}-d tensor (expected {}..{})",
+            dim, nd, -nd - 1, nd);
+  const int64_t d = dim < 0 ? dim + nd + 1 : dim;
   Shape sizes = x.sizes(), strides = x.strides();
   const int64_t st = d < x.dim() ? sizes[d] * strides[d] : 1;
   sizes.insert(sizes.begin() + d, 1);

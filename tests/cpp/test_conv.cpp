@@ -372,6 +372,13 @@ TEST_P(ConvTest, MaxPool2d) {
   const auto [nv, ni] = max_pool2d_with_indices(make(v, {1, 1, 4, 4}, dev()), {2});
   EXPECT_TRUE(std::isnan(values(nv)[0]));
   EXPECT_EQ(values(ni)[0], 5.0);
+  // Dilation can leave a window with no input element: -inf, index -1, no gradient.
+  const Tensor e = make({1, 2, 3, 4}, {1, 1, 2, 2}, dev()).requires_grad_();
+  const auto [empty_v, empty_i] = max_pool2d_with_indices(e, {2}, {1}, {1}, {3});
+  EXPECT_EQ(values(empty_v), std::vector<double>{-std::numeric_limits<double>::infinity()});
+  EXPECT_EQ(values(empty_i), std::vector<double>{-1.0});
+  empty_v.sum().backward();
+  EXPECT_EQ(values(e.grad()), std::vector<double>(4, 0.0));
   // ceil_mode: a 5-wide input with kernel 2 gives 3 windows instead of 2.
   EXPECT_EQ(max_pool2d(data({1, 1, 5, 5}, 9, dev()), {2}, {2}, {0}, {1}, true).sizes(), (Shape{1, 1, 3, 3}));
   EXPECT_EQ(max_pool2d(data({1, 1, 5, 5}, 9, dev()), {2}).sizes(), (Shape{1, 1, 2, 2}));

@@ -95,12 +95,14 @@ TEST(Philox, KnownAnswers) {
        {0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}},
   };
   for (const Kat& k : kats) {
-    const philox::Block b = philox::philox4x32_10(philox::Block{{k.ctr[0], k.ctr[1], k.ctr[2], k.ctr[3]}}, k.key[0], k.key[1]);
+    const philox::Block b =
+        philox::philox4x32_10(philox::Block{{k.ctr[0], k.ctr[1], k.ctr[2], k.ctr[3]}}, k.key[0], k.key[1]);
     for (int j = 0; j < 4; ++j) EXPECT_EQ(b.w[j], k.out[j]) << "word " << j << " of counter " << std::hex << k.ctr[0];
   }
   // block() puts the 64-bit counter in words 0-1 and the seed in the key.
   const philox::Block b = philox::block(0xffffffffffffffffull, 0xffffffffffffffffull);
-  const philox::Block r = philox::philox4x32_10(philox::Block{{0xffffffffu, 0xffffffffu, 0, 0}}, 0xffffffffu, 0xffffffffu);
+  const philox::Block r =
+      philox::philox4x32_10(philox::Block{{0xffffffffu, 0xffffffffu, 0, 0}}, 0xffffffffu, 0xffffffffu);
   for (int j = 0; j < 4; ++j) EXPECT_EQ(b.w[j], r.w[j]);
 }
 
@@ -109,7 +111,8 @@ TEST(Philox, PortableMath) {
   uint64_t state = 12345;
   for (int i = 0; i < 200000; ++i) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
-    const double x = i < 100000 ? philox::uniform53_open0(state) : std::ldexp(philox::uniform53_open0(state), (i % 200) - 100);
+    const double x =
+        i < 100000 ? philox::uniform53_open0(state) : std::ldexp(philox::uniform53_open0(state), (i % 200) - 100);
     const long double ref = std::log(static_cast<long double>(x));
     ASSERT_LE(std::fabs(philox::log_positive(x) - ref), 3e-16L * std::fabs(ref)) << "log(" << x << ")";
   }
@@ -157,8 +160,10 @@ TEST_P(RandomTest, UniformMapping) {
     const auto vu = values(u);
     for (int64_t i = 0; i < 21; ++i) {
       const double expect = std::fma(ref_uniform(s, i, c.digits), 5.0, -2.0);
-      if (c.dtype == kFloat64) ASSERT_EQ(vu[i], expect);
-      else ASSERT_NEAR(vu[i], expect, std::fabs(expect) * testing::default_rtol(c.dtype) * 2 + 1e-6) << c.dtype;
+      if (c.dtype == kFloat64)
+        ASSERT_EQ(vu[i], expect);
+      else
+        ASSERT_NEAR(vu[i], expect, std::fabs(expect) * testing::default_rtol(c.dtype) * 2 + 1e-6) << c.dtype;
     }
   }
 }
@@ -180,7 +185,8 @@ TEST_P(RandomTest, NormalMapping) {
     });
     EXPECT_EQ(after_n.offset, after.offset);
     const auto vn = values(n);
-    for (int64_t i = 0; i < 11; ++i) ASSERT_NEAR(vn[i], 3.0 + 0.5 * ref_normal(s, i, is_double), is_double ? 1e-14 : 1e-6);
+    for (int64_t i = 0; i < 11; ++i)
+      ASSERT_NEAR(vn[i], 3.0 + 0.5 * ref_normal(s, i, is_double), is_double ? 1e-14 : 1e-6);
   }
   // 16-bit floats: the float32 values, rounded.
   for (DType dtype : {kFloat16, kBFloat16}) {
@@ -196,7 +202,9 @@ TEST_P(RandomTest, RandintMapping) {
   const GeneratorState s{99, 5};
   const int64_t lo = -(int64_t{1} << 62), hi = int64_t{1} << 62;
   for (auto [low, high] : {std::pair<int64_t, int64_t>{-3, 17}, {lo, hi}, {INT64_MIN, INT64_MAX}}) {
-    auto [t, after] = at_state(s, [&, low = low, high = high] { return randint(low, high, {2, 5}, TensorOptions(kInt64, dev())); });
+    auto [t, after] = at_state(s, [&, low = low, high = high] {
+      return randint(low, high, {2, 5}, TensorOptions(kInt64, dev()));
+    });
     EXPECT_EQ(after.offset, s.offset + 5);
     const auto v = t.tolist<int64_t>();
     for (int64_t i = 0; i < 10; ++i) ASSERT_EQ(v[i], ref_randint(s, i, low, high)) << low << " element " << i;
@@ -571,7 +579,9 @@ TEST_P(RandomTest, MultinomialStatistics) {
   // Without replacement: distinct, never a zero weight, and the first draw follows the weights.
   const std::vector<double> w2{5, 1, 0, 1, 1};
   const int64_t reps = 4000;
-  const Tensor rows = testing::make({1, 2, 0, 3, 4, 5, 1, 0, 1, 1}, {2, 5}, dev(), kFloat64).expand({reps, 2, 5}).reshape({2 * reps, 5});
+  const Tensor rows = testing::make({1, 2, 0, 3, 4, 5, 1, 0, 1, 1}, {2, 5}, dev(), kFloat64)
+                          .expand({reps, 2, 5})
+                          .reshape({2 * reps, 5});
   const auto picks = multinomial(rows, 4, false).tolist<int64_t>();
   std::vector<double> first(5), first2(5);
   for (int64_t r = 0; r < 2 * reps; ++r) {
@@ -591,13 +601,16 @@ TEST_P(RandomTest, MultinomialStatistics) {
 TEST_P(RandomTest, Errors) {
   const TensorOptions f32(kFloat32, dev());
   EXPECT_TRUE(throws<DTypeError>([&] { rand({2}, TensorOptions(kInt64, dev())); }, "[rand] expected a floating dtype"));
-  EXPECT_TRUE(throws<DTypeError>([&] { randn({2}, TensorOptions(kInt32, dev())); }, "[randn] expected a floating dtype"));
+  EXPECT_TRUE(
+      throws<DTypeError>([&] { randn({2}, TensorOptions(kInt32, dev())); }, "[randn] expected a floating dtype"));
   EXPECT_TRUE(throws<ValueError>([&] { rand({2, -1}, f32); }, "[rand] negative size"));
   EXPECT_TRUE(throws<ValueError>([&] { randn({-3}, f32); }, "[randn] negative size"));
   EXPECT_TRUE(throws<ValueError>([&] { randint(0, 5, {-1}); }, "[randint] negative size"));
   EXPECT_TRUE(throws<ValueError>([&] { randint(5, 5, {2}); }, "[randint] expected low < high"));
-  EXPECT_TRUE(throws<ValueError>([&] { randint(0, 300, {2}, TensorOptions(kUInt8, dev())); }, "does not fit dtype uint8"));
-  EXPECT_TRUE(throws<ValueError>([&] { randint(-1, 3, {2}, TensorOptions(kUInt8, dev())); }, "does not fit dtype uint8"));
+  EXPECT_TRUE(
+      throws<ValueError>([&] { randint(0, 300, {2}, TensorOptions(kUInt8, dev())); }, "does not fit dtype uint8"));
+  EXPECT_TRUE(
+      throws<ValueError>([&] { randint(-1, 3, {2}, TensorOptions(kUInt8, dev())); }, "does not fit dtype uint8"));
   EXPECT_TRUE(throws<ValueError>([&] { randint(0, 3, {2}, TensorOptions(kBool, dev())); }, "does not fit dtype bool"));
   EXPECT_TRUE(throws<ValueError>([&] { randint(0, 5000, {2}, TensorOptions(kFloat16, dev())); },
                                  "does not fit dtype float16, which holds the integers of [-2048, 2049) exactly"));
@@ -607,8 +620,10 @@ TEST_P(RandomTest, Errors) {
   EXPECT_EQ(randperm(2049, TensorOptions(kFloat16, dev())).numel(), 2049);
   EXPECT_TRUE(throws<ValueError>([&] { randperm(-1); }, "[randperm] n must be nonnegative"));
   EXPECT_TRUE(throws<DTypeError>([&] { randperm(3, TensorOptions(kBool, dev())); }, "[randperm] bool"));
-  EXPECT_TRUE(throws<ValueError>([&] { randperm(300, TensorOptions(kInt8, dev())); }, "[randperm] n = 300 is too large"));
-  EXPECT_TRUE(throws<ValueError>([&] { randperm(3000, TensorOptions(kFloat16, dev())); }, "too large for dtype float16"));
+  EXPECT_TRUE(
+      throws<ValueError>([&] { randperm(300, TensorOptions(kInt8, dev())); }, "[randperm] n = 300 is too large"));
+  EXPECT_TRUE(
+      throws<ValueError>([&] { randperm(3000, TensorOptions(kFloat16, dev())); }, "too large for dtype float16"));
 
   Tensor t = empty({3}, f32);
   Tensor ints = zeros({3}, TensorOptions(kInt64, dev()));
@@ -627,27 +642,31 @@ TEST_P(RandomTest, Errors) {
   Tensor expanded = zeros({1}, f32).expand({4});
   EXPECT_TRUE(throws<Error>([&] { uniform_(expanded); }, "[uniform_] cannot write in place into an expanded tensor"));
 
+  // Float64 tensors of the given shape.
+  auto f64 = [&](const std::vector<double>& v, const Shape& shape) { return testing::make(v, shape, dev()); };
   EXPECT_TRUE(throws<DTypeError>([&] { bernoulli(ints); }, "[bernoulli] p must be a floating tensor"));
-  EXPECT_TRUE(throws<ValueError>([&] { bernoulli(testing::make({0.5, 1.5}, {2}, dev())); }, "element 1 (flat) of p (shape [2]) is 1.5"));
-  EXPECT_TRUE(throws<ValueError>([&] { bernoulli(testing::make({-0.1}, {1}, dev())); }, "[bernoulli] p must hold probabilities"));
-  EXPECT_TRUE(throws<ValueError>([&] { bernoulli(testing::make({NAN}, {1}, dev())); }, "[bernoulli] p must hold probabilities"));
-  EXPECT_TRUE(throws<ValueError>([&] { bernoulli(t, 1.5); }, "[bernoulli] p must be a probability in [0, 1], but got 1.5"));
+  EXPECT_TRUE(throws<ValueError>([&] { bernoulli(f64({0.5, 1.5}, {2})); }, "element 1 (flat) of p (shape [2]) is 1.5"));
+  EXPECT_TRUE(throws<ValueError>([&] { bernoulli(f64({-0.1}, {1})); }, "[bernoulli] p must hold probabilities"));
+  EXPECT_TRUE(throws<ValueError>([&] { bernoulli(f64({NAN}, {1})); }, "[bernoulli] p must hold probabilities"));
+  EXPECT_TRUE(throws<ValueError>([&] { bernoulli(t, 1.5); }, "[bernoulli] p must be a probability in [0, 1], but got"));
   EXPECT_TRUE(throws<ValueError>([&] { bernoulli(t, NAN); }, "[bernoulli] p must be a probability"));
   EXPECT_TRUE(throws<ValueError>([&] { bernoulli(undefined); }, "[bernoulli] p is an undefined tensor"));
 
-  const Tensor w = testing::make({1, 2, 3}, {3}, dev());
-  EXPECT_TRUE(throws<ValueError>([&] { multinomial(testing::make({1, -1, 3}, {3}, dev()), 1); }, "row 0 has -1 at category 1"));
-  EXPECT_TRUE(throws<ValueError>([&] { multinomial(testing::make({1, INFINITY}, {2}, dev()), 1); }, "must be finite and nonnegative"));
-  EXPECT_TRUE(throws<ValueError>([&] { multinomial(testing::make({NAN, 1}, {2}, dev()), 1, true); }, "must be finite and nonnegative"));
-  EXPECT_TRUE(throws<ValueError>([&] { multinomial(testing::make({1, 1, 0, 0}, {2, 2}, dev()), 1, true); }, "row 1 of the weights is all zeros"));
-  EXPECT_TRUE(throws<ValueError>([&] { multinomial(w, 4); }, "cannot draw 4 samples without replacement from 3 categories"));
-  EXPECT_TRUE(throws<ValueError>([&] { multinomial(testing::make({1, 0, 3}, {3}, dev()), 3); }, "row 0 has 2 categories of positive weight"));
+  const Tensor w = f64({1, 2, 3}, {3});
+  EXPECT_TRUE(throws<ValueError>([&] { multinomial(f64({1, -1, 3}, {3}), 1); }, "row 0 has -1 at category 1"));
+  EXPECT_TRUE(throws<ValueError>([&] { multinomial(f64({1, INFINITY}, {2}), 1); }, "must be finite and nonnegative"));
+  EXPECT_TRUE(throws<ValueError>([&] { multinomial(f64({NAN, 1}, {2}), 1, true); }, "must be finite and nonnegative"));
+  EXPECT_TRUE(throws<ValueError>([&] { multinomial(f64({1, 1, 0, 0}, {2, 2}), 1, true); }, "row 1 of the weights is"));
+  EXPECT_TRUE(throws<ValueError>([&] { multinomial(w, 4); }, "cannot draw 4 samples without replacement from 3"));
+  EXPECT_TRUE(throws<ValueError>([&] { multinomial(f64({1, 0, 3}, {3}), 3); }, "row 0 has 2 categories of positive"));
   EXPECT_TRUE(throws<ValueError>([&] { multinomial(w, 0, true); }, "[multinomial] num_samples must be positive"));
   EXPECT_TRUE(throws<ValueError>([&] { multinomial(w, -2); }, "[multinomial] num_samples must be positive"));
-  EXPECT_TRUE(throws<ValueError>([&] { multinomial(zeros({2, 0}, TensorOptions(kFloat64, dev())), 1, true); }, "have no categories"));
-  EXPECT_TRUE(throws<ShapeError>([&] { multinomial(zeros({1, 2, 3}, f32), 1); }, "[multinomial] weights must be 1-d or 2-d"));
+  const Tensor no_categories = zeros({2, 0}, TensorOptions(kFloat64, dev()));
+  EXPECT_TRUE(throws<ValueError>([&] { multinomial(no_categories, 1, true); }, "have no categories"));
+  EXPECT_TRUE(throws<ShapeError>([&] { multinomial(zeros({1, 2, 3}, f32), 1); }, "[multinomial] weights must be 1-d"));
   EXPECT_TRUE(throws<ShapeError>([&] { multinomial(zeros({}, f32), 1); }, "[multinomial] weights must be 1-d or 2-d"));
-  EXPECT_TRUE(throws<DTypeError>([&] { multinomial(ones({3}, TensorOptions(kInt64, dev())), 1); }, "[multinomial] weights must be floating"));
+  EXPECT_TRUE(throws<DTypeError>([&] { multinomial(ones({3}, TensorOptions(kInt64, dev())), 1); },
+                                 "[multinomial] weights must be floating"));
   // A failed call takes no counters.
   const GeneratorState before = get_rng_state();
   EXPECT_TRUE(throws<ValueError>([&] { multinomial(w, 4); }, "without replacement"));

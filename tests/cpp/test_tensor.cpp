@@ -10,7 +10,6 @@
 namespace rtx {
 namespace {
 
-using testing::all_close;
 using testing::make;
 using testing::throws;
 using testing::values;
@@ -728,6 +727,12 @@ TEST_P(TensorTest, PrintWrapsLinesAndSuffixes) {
             "tensor([ 0.,  1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10., 11., 12., 13.,\n"
             "        14., 15., 16., 17., 18., 19., 20., 21., 22., 23., 24., 25., 26., 27.,\n"
             "        28., 29.]" + ds + ")");
+  // Rows of a matrix wrap with one more column of indent.
+  EXPECT_EQ(arange(0, 40, 1, TensorOptions(kFloat32, dev())).view({2, 20}).str(),
+            "tensor([[ 0.,  1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10., 11., 12., 13.,\n"
+            "         14., 15., 16., 17., 18., 19.],\n"
+            "        [20., 21., 22., 23., 24., 25., 26., 27., 28., 29., 30., 31., 32., 33.,\n"
+            "         34., 35., 36., 37., 38., 39.]]" + ds + ")");
   // A suffix that would pass 80 columns goes on its own line.
   const std::string row =
       "tensor([ 0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14, 15, 16, 17,\n"

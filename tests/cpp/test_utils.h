@@ -133,7 +133,12 @@ inline ::testing::AssertionResult gradcheck(const Fn& fn, const TensorList& inpu
   TensorList diff_inputs;
   for (const auto& x : inputs)
     if (x.defined() && x.requires_grad()) diff_inputs.push_back(x);
-  const TensorList analytic = autograd::grad({detail::project(outs, w)}, diff_inputs, {}, std::nullopt, false, true);
+  // Outputs that do not depend on any input differentiably (e.g. the derivative of a linear function)
+  // have a zero gradient.
+  const Tensor projected = detail::project(outs, w);
+  const TensorList analytic = projected.requires_grad()
+                                  ? autograd::grad({projected}, diff_inputs, {}, std::nullopt, false, true)
+                                  : TensorList(diff_inputs.size());
   for (size_t k = 0; k < diff_inputs.size(); ++k) {
     const Tensor& x = diff_inputs[k];
     if (x.dtype() != kFloat64) return ::testing::AssertionFailure() << "gradcheck needs float64 inputs";

@@ -8,7 +8,6 @@
 namespace rtx {
 namespace {
 
-using testing::all_close;
 using testing::gradcheck;
 using testing::gradgradcheck;
 using testing::make;

@@ -1,8 +1,8 @@
 // CPU convolution kernels, per image and per group: forward is im2col + GEMM, the input gradient GEMM +
 // col2im, the weight gradient im2col + GEMM accumulated over images (a 1x1, stride-1, unpadded kernel
 // uses the image itself as its column matrix). float16/bfloat16 run in float. Images run concurrently
-// when every GEMM is small enough to stay single-threaded in BLAS; otherwise one after another, each
-// GEMM threaded by BLAS (never both thread pools at once).
+// on OpenMP threads with single-threaded GEMMs when there are enough of them; otherwise one after
+// another, each GEMM threaded by BLAS (never both thread pools at once).
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -59,13 +59,14 @@ std::pair<int64_t, int64_t> valid_range(int64_t off, int64_t stride, int64_t in,
   return {std::min(lo, hi), hi};
 }
 
-// Visits every (column-matrix row, output row) pair of one image: f(row, oh, src_row, w_lo, w_hi) with
-// src_row the input row it reads (nullptr when it lies in the padding) and [w_lo, w_hi) the output
-// columns whose input column is inside the image; input column of output column ow is ow * sw + off_w.
+// Visits every (column-matrix row, output row) pair of one image: f(row, oh, inside, first, w_lo, w_hi),
+// where [w_lo, w_hi) are the output columns that read inside the image, first is the image offset
+// output column w_lo reads (column ow reads first + (ow - w_lo) * sw), and inside is false when the
+// window row reads only padding.
 template <typename F>
-void for_each_window_row(const ConvGeometry& g, int64_t channels, const F& f) {
+void for_each_window_row(const ConvGeometry& g, const F& f) {
   const auto& p = g.p;
-  for (int64_t c = 0; c < channels; ++c) {
+  for (int64_t c = 0; c < g.c; ++c) {
     for (int64_t i = 0; i < g.kh; ++i) {
       for (int64_t j = 0; j < g.kw; ++j) {
         const int64_t row = (c * g.kh + i) * g.kw + j;
@@ -73,9 +74,9 @@ void for_each_window_row(const ConvGeometry& g, int64_t channels, const F& f) {
         const auto [h_lo, h_hi] = valid_range(off_h, p.stride[0], g.h, g.oh);
         const auto [w_lo, w_hi] = valid_range(off_w, p.stride[1], g.w, g.ow);
         for (int64_t oh = 0; oh < g.oh; ++oh) {
-          const bool inside = oh >= h_lo && oh < h_hi;
-          const int64_t src = inside ? (c * g.h + oh * p.stride[0] + off_h) * g.w + off_w : -1;
-          f(row, oh, src, w_lo, w_hi);
+          const bool inside = oh >= h_lo && oh < h_hi && w_lo < w_hi;
+          const int64_t first = (c * g.h + oh * p.stride[0] + off_h) * g.w + w_lo * p.stride[1] + off_w;
+          f(row, oh, inside, first, w_lo, w_hi);
         }
       }
     }
@@ -86,18 +87,18 @@ void for_each_window_row(const ConvGeometry& g, int64_t channels, const F& f) {
 template <typename T>
 void im2col(const T* x, const ConvGeometry& g, T* col) {
   const int64_t sw = g.p.stride[1];
-  for_each_window_row(g, g.c, [&](int64_t row, int64_t oh, int64_t src, int64_t w_lo, int64_t w_hi) {
+  for_each_window_row(g, [&](int64_t row, int64_t oh, bool inside, int64_t first, int64_t w_lo, int64_t w_hi) {
     T* dst = col + row * g.plane + oh * g.ow;
-    if (src < 0) {
+    if (!inside) {
       std::fill(dst, dst + g.ow, T(0));
       return;
     }
-    const T* in = x + src;
+    const T* in = x + first;
     std::fill(dst, dst + w_lo, T(0));
     if (sw == 1) {
-      std::copy(in + w_lo, in + w_hi, dst + w_lo);
+      std::copy(in, in + (w_hi - w_lo), dst + w_lo);
     } else {
-      for (int64_t ow = w_lo; ow < w_hi; ++ow) dst[ow] = in[ow * sw];
+      for (int64_t ow = w_lo; ow < w_hi; ++ow) dst[ow] = in[(ow - w_lo) * sw];
     }
     std::fill(dst + w_hi, dst + g.ow, T(0));
   });
@@ -108,11 +109,11 @@ template <typename T>
 void col2im(const T* col, const ConvGeometry& g, T* x) {
   const int64_t sw = g.p.stride[1];
   std::fill(x, x + g.c * g.h * g.w, T(0));
-  for_each_window_row(g, g.c, [&](int64_t row, int64_t oh, int64_t src, int64_t w_lo, int64_t w_hi) {
-    if (src < 0) return;
+  for_each_window_row(g, [&](int64_t row, int64_t oh, bool inside, int64_t first, int64_t w_lo, int64_t w_hi) {
+    if (!inside) return;
     const T* in = col + row * g.plane + oh * g.ow;
-    T* dst = x + src;
-    for (int64_t ow = w_lo; ow < w_hi; ++ow) dst[ow * sw] += in[ow];
+    T* dst = x + first;
+    for (int64_t ow = w_lo; ow < w_hi; ++ow) dst[(ow - w_lo) * sw] += in[ow];
   });
 }
 
@@ -125,12 +126,13 @@ const T* columns(const T* x, const ConvGeometry& g, std::vector<T>& buf) {
   return buf.data();
 }
 
-// Runs body(image, scratch) for every image: concurrently (one scratch per thread) when the GEMMs stay
-// single-threaded in BLAS, else serially.
+// Images per thread at least (see gemm_grain).
+int64_t image_grain(const ConvGeometry& g) { return gemm_grain(g.n, g.gemm_work(), g.groups); }
+
+// Runs body(image, scratch) for every image, one scratch buffer per thread.
 template <typename T, typename Body>
 void for_each_image(const ConvGeometry& g, const Body& body) {
-  const bool concurrent = g.gemm_work() <= kSerialGemmWork;
-  parallel_for(g.n, concurrent ? 1 : g.n, [&](int64_t b, int64_t e) {
+  for_gemm_ranges(g.n, image_grain(g), [&](int64_t b, int64_t e) {
     std::vector<T> scratch;
     for (int64_t i = b; i < e; ++i) body(i, scratch);
   });
@@ -191,14 +193,15 @@ void conv_backward_weight(T* grad_w, const T* grad_out, const T* x, const ConvGe
   const int64_t size = g.o * g.col_rows;
   std::fill(grad_w, grad_w + size, T(0));
   if (g.n == 0) return;
-  if (g.gemm_work() > kSerialGemmWork || g.n == 1) {
+  const int64_t grain = image_grain(g);
+  if (g.n <= grain) {
     std::vector<T> buf;
     weight_gradient_images(grad_w, grad_out, x, g, 0, g.n, T(0), buf);
     return;
   }
   // Concurrent images: one partial sum per thread, added up in image order (deterministic).
   std::vector<std::pair<int64_t, std::vector<T>>> partials;
-  parallel_for(g.n, 1, [&](int64_t b, int64_t e) {
+  for_gemm_ranges(g.n, grain, [&](int64_t b, int64_t e) {
     std::vector<T> acc(static_cast<size_t>(size)), buf;
     weight_gradient_images(acc.data(), grad_out, x, g, b, e, T(0), buf);
 #pragma omp critical(rtx_conv_weight_partials)

@@ -4,6 +4,7 @@
 // index in order, so that results never depend on the thread count.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cpu/parallel.h"
@@ -57,8 +58,16 @@ struct AddScaled {
 };
 
 // Rows along dim are taken kGroup at a time and walked together, index position by index position,
-// so that a dim with a large stride still sweeps memory in runs of neighbouring rows.
+// so that a dim with a large stride still sweeps memory in runs of neighbouring rows. Where the dim
+// has stride 1 and grouping gains nothing for the indexed operand, rows are walked one by one.
 constexpr int64_t kGroup = 64;
+
+// The distance (in elements) between neighbouring rows along dim of t walked over shape.
+int64_t row_stride(const Shape& shape, const Tensor& t, int64_t dim) {
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d)
+    if (d != dim && shape[d] > 1) return std::abs(t.stride(d));
+  return 0;
+}
 
 // Gather (kScatter false: dst[j] = src[index[j]]) or scatter (true: dst[index[j]] op= src[j]) along
 // dim, over the rows of index's shape. Returns whether an index outside the indexed dim was skipped.
@@ -71,28 +80,34 @@ bool index_rows(const Tensor& dst, const Tensor& src, const Tensor& index, int64
   const T* sp = static_cast<const T*>(src.data_ptr());
   const I* ip = static_cast<const I*>(index.data_ptr());
   const RowWalker<3> walker(index.sizes(), dim, {&dst.strides(), &src.strides(), &index.strides()});
+  // Element j of the row at offsets o; false for an index outside the dim (skipped).
+  auto element = [&](const std::array<int64_t, 3>& o, int64_t j) {
+    const int64_t v = static_cast<int64_t>(ip[o[2] + j * is]);
+    if (v < 0 || v >= size) return false;
+    if constexpr (kScatter) op(dp[o[0] + v * ds], sp[o[1] + j * ss]);
+    else op(dp[o[0] + j * ds], sp[o[1] + v * ss]);
+    return true;
+  };
+  const bool row_by_row = (kScatter ? ss : ds) == 1 && row_stride(index.sizes(), kScatter ? dst : src, dim) != 1;
   std::atomic<bool> bad{false};
-  parallel_for(walker.rows(), std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
+  // Chunks of at least kGroup rows: threads then rarely write into one cache line.
+  parallel_for(walker.rows(), std::max<int64_t>(kGroup, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
     RowWalker<3> w = walker;
     w.seek(b);
     std::array<std::array<int64_t, 3>, kGroup> offs;
-    bool local_bad = false;
+    bool ok = true;
     for (int64_t g = b; g < e; g += kGroup) {
       const int64_t count = std::min(kGroup, e - g);
       for (int64_t c = 0; c < count; ++c, w.next()) offs[c] = w.offsets();
-      for (int64_t j = 0; j < n; ++j) {
-        for (int64_t c = 0; c < count; ++c) {
-          const int64_t v = static_cast<int64_t>(ip[offs[c][2] + j * is]);
-          if (v < 0 || v >= size) {
-            local_bad = true;
-            continue;
-          }
-          if constexpr (kScatter) op(dp[offs[c][0] + v * ds], sp[offs[c][1] + j * ss]);
-          else op(dp[offs[c][0] + j * ds], sp[offs[c][1] + v * ss]);
-        }
+      if (row_by_row) {
+        for (int64_t c = 0; c < count; ++c)
+          for (int64_t j = 0; j < n; ++j) ok &= element(offs[c], j);
+      } else {
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t c = 0; c < count; ++c) ok &= element(offs[c], j);
       }
     }
-    if (local_bad) bad.store(true, std::memory_order_relaxed);
+    if (!ok) bad.store(true, std::memory_order_relaxed);
   });
   return bad.load();
 }

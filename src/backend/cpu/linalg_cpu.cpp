@@ -1,7 +1,8 @@
 // CPU matmul kernel. float32/float64 go to OpenBLAS GEMM with the operands as they are whenever their
 // strides fit a BLAS layout (plain or transposed); float16/bfloat16 are packed to float for sgemm and
-// the result converted back; integers use a blocked loop with wrapping arithmetic. Small products run
-// concurrently over batches (single-threaded GEMMs); large ones one after another, threaded by BLAS.
+// the result converted back; integers use a blocked loop with wrapping arithmetic. Batches run
+// concurrently with single-threaded GEMMs when they are small or many; otherwise one after another,
+// each threaded by BLAS.
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -125,11 +126,10 @@ void int_matmul(T* out, const T* a, const T* b, const Problem& p) {
   }
 }
 
-// Floating products: small ones concurrently over batches (each GEMM single-threaded), large ones serially.
+// Floating products, concurrently over batches or one after another (see gemm_grain).
 template <typename T, typename C>
 void float_matmul(T* out, const T* a, const T* b, const Problem& p) {
-  const bool concurrent = p.m * p.n * p.k <= kSerialGemmWork;
-  parallel_for(p.batches, concurrent ? 1 : p.batches, [&](int64_t b0, int64_t b1) {
+  for_gemm_ranges(p.batches, gemm_grain(p.batches, p.m * p.n * p.k), [&](int64_t b0, int64_t b1) {
     Scratch<C> s;
     for (int64_t i = b0; i < b1; ++i)
       gemm_product<T, C>(out + i * p.m * p.n, a + p.a_offsets[i], b + p.b_offsets[i], p, s);

@@ -68,7 +68,8 @@ void max_pool(const Tensor& out, const Tensor& indices, const Tensor& x, const P
       const Span hs = max_span(oh, p.kernel[0], p.stride[0], p.padding[0], p.dilation[0], g.h);
       for (int64_t ow = 0; ow < g.ow; ++ow) {
         const Span ws = max_span(ow, p.kernel[1], p.stride[1], p.padding[1], p.dilation[1], g.w);
-        int64_t best = hs.lo * g.w + ws.lo;
+        // A window that covers no input element (possible with dilation) keeps -inf and index -1.
+        int64_t best = hs.lo < hs.hi && ws.lo < ws.hi ? hs.lo * g.w + ws.lo : -1;
         Acc best_value = kFloat ? -std::numeric_limits<Acc>::infinity() : std::numeric_limits<Acc>::lowest();
         for (int64_t ih = hs.lo; ih < hs.hi; ih += hs.step) {
           for (int64_t iw = ws.lo; iw < ws.hi; iw += ws.step) {
@@ -98,7 +99,10 @@ void max_pool_backward(const Tensor& grad_x, const Tensor& grad_out, const Tenso
     const T* op = go + plane * g.out_size();
     const int64_t* xp = idx + plane * g.out_size();
     std::fill(gp, gp + g.in_size(), T(0));
-    for (int64_t i = 0; i < g.out_size(); ++i) gp[xp[i]] = static_cast<T>(static_cast<Acc>(gp[xp[i]]) + static_cast<Acc>(op[i]));
+    for (int64_t i = 0; i < g.out_size(); ++i) {
+      if (xp[i] < 0) continue;  // an empty window
+      gp[xp[i]] = static_cast<T>(static_cast<Acc>(gp[xp[i]]) + static_cast<Acc>(op[i]));
+    }
   });
 }
 

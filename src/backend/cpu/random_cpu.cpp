@@ -53,8 +53,8 @@ constexpr int64_t kBatch = 64;
 
 // The values of counters c0 .. c0 + count - 1 of draw's stream at rng, in order, into v.
 template <typename Draw>
-void draw_counters(const Draw& draw, const GeneratorState& rng, int64_t c0, int64_t count,
-                   typename Draw::value_type* v) {
+inline __attribute__((always_inline)) void draw_counters(const Draw& draw, const GeneratorState& rng, int64_t c0,
+                                                        int64_t count, typename Draw::value_type* v) {
   for (int64_t c = 0; c < count; ++c)
     draw(philox::block(rng.seed, rng.offset + static_cast<uint64_t>(c0 + c)), v + c * Draw::kPerCounter);
 }
@@ -65,8 +65,7 @@ void draw_counters(const Draw& draw, const GeneratorState& rng, int64_t c0, int6
 template <typename Draw>
 __attribute__((target("fma"))) void draw_counters_fma(const Draw& draw, const GeneratorState& rng, int64_t c0,
                                                      int64_t count, typename Draw::value_type* v) {
-  for (int64_t c = 0; c < count; ++c)
-    draw(philox::block(rng.seed, rng.offset + static_cast<uint64_t>(c0 + c)), v + c * Draw::kPerCounter);
+  draw_counters(draw, rng, c0, count, v);
 }
 bool cpu_has_fma() {
   static const bool has = [] {
@@ -168,7 +167,8 @@ std::vector<int64_t> stable_argsort(const std::vector<uint64_t>& keys) {
   std::vector<int64_t> order(static_cast<size_t>(n));
   const int64_t grain = std::max<int64_t>(1, kRandomGrain * n_buckets / std::max<int64_t>(n, 1));
   parallel_for(n_buckets, grain, [&](int64_t b, int64_t e) {
-    for (int64_t bucket = b; bucket < e; ++bucket) std::sort(sorted.begin() + start[bucket], sorted.begin() + start[bucket + 1]);
+    for (int64_t bucket = b; bucket < e; ++bucket)
+      std::sort(sorted.begin() + start[bucket], sorted.begin() + start[bucket + 1]);
     for (int64_t i = start[b]; i < start[e]; ++i) order[i] = sorted[i].second;
   });
   return order;
