@@ -2,7 +2,6 @@
 // sizes, kernel calls, and the internal backward ops. Each backward op is recorded with a formula of
 // its own written with conv2d, the pools and each other (they are linear in their gradient input), so
 // second and higher derivatives are exact.
-#include <algorithm>
 #include <array>
 
 #include "autograd/function.h"

@@ -2,6 +2,8 @@
 // to one recorded op on operands of equal batch shape (broadcast batch dims are stride-0 views, 1-d
 // operands get a unit dim, batch dims fold into rows when the right operand is a matrix); its
 // backward is matmul again, so gradients of any order follow.
+#include <algorithm>
+
 #include "autograd/function.h"
 #include "ops/internal.h"
 #include "ops/linalg_kernels.h"

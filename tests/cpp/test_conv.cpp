@@ -458,6 +458,28 @@ TEST_P(ConvTest, PoolSecondOrderGradients) {
                             {leaf({1, 2, 5, 4}, 62, dev())}));
 }
 
+TEST_P(ConvTest, SixteenBitGradients) {
+  const ConvCase& c = kConvCases[0];
+  const PoolCase& pc = kPoolCases[1];
+  // Every op's gradients in dt against the same computation in float64 (inputs exact in dt).
+  const auto grads = [&](DType dt) {
+    const Tensor x = data(c.x, 1, dev(), dt).requires_grad_(), w = data(c.w, 2, dev(), dt).requires_grad_();
+    const Tensor p = data(pc.x, 3, dev(), dt).requires_grad_();
+    const Tensor loss = run_conv(x, w, {}, c).sum() + run_max_pool(p, pc).values.sum() + run_avg_pool(p, pc, false).sum() +
+                        adaptive_avg_pool2d(p, {2, 3}).sum();
+    loss.backward();
+    return TensorList{x.grad(), w.grad(), p.grad()};
+  };
+  const TensorList expected = grads(kFloat64);
+  for (DType dt : {kFloat16, kBFloat16}) {
+    const TensorList actual = grads(dt);
+    for (size_t i = 0; i < actual.size(); ++i) {
+      EXPECT_EQ(actual[i].dtype(), dt);
+      EXPECT_TRUE(all_close(actual[i], expected[i], 1e-2, 1e-1)) << dtype_name(dt) << " gradient " << i;
+    }
+  }
+}
+
 // ---- errors -------------------------------------------------------------------------------------
 
 TEST_P(ConvTest, Conv2dErrors) {

@@ -8,12 +8,10 @@
 #include <vector>
 
 #include "backend/cpu/blas.h"
-#include "backend/cpu/loops.h"
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
-#include "core/dtype_dispatch.h"
-#include "core/tensor_impl.h"
 #include "ops/conv_kernels.h"
+#include "ops/internal.h"
 
 namespace rtx::cpu {
 
@@ -138,6 +136,7 @@ void for_each_image(const ConvGeometry& g, const Body& body) {
   });
 }
 
+// out = W @ columns (+ bias) per image and group.
 template <typename T>
 void conv_forward(T* out, const T* x, const T* w, const T* bias, const ConvGeometry& g) {
   for_each_image<T>(g, [&](int64_t n, std::vector<T>& buf) {
@@ -153,6 +152,7 @@ void conv_forward(T* out, const T* x, const T* w, const T* bias, const ConvGeome
   });
 }
 
+// grad_x = col2im(W^T @ grad_out) per image and group.
 template <typename T>
 void conv_backward_input(T* grad_x, const T* grad_out, const T* w, const ConvGeometry& g) {
   const int64_t image = g.c * g.h * g.w;
@@ -188,6 +188,7 @@ void weight_gradient_images(T* grad_w, const T* grad_out, const T* x, const Conv
   }
 }
 
+// grad_w = the sum over images of grad_out @ columns^T, per group.
 template <typename T>
 void conv_backward_weight(T* grad_w, const T* grad_out, const T* x, const ConvGeometry& g) {
   const int64_t size = g.o * g.col_rows;
@@ -214,21 +215,6 @@ void conv_backward_weight(T* grad_w, const T* grad_out, const T* x, const ConvGe
 
 // ---- dtype plumbing -----------------------------------------------------------------------------
 
-struct Identity {
-  template <typename V>
-  V operator()(V v) const {
-    return v;
-  }
-};
-
-// dst = src converted elementwise (same shape).
-void convert(const Tensor& dst, const Tensor& src) {
-  RTX_DISPATCH_FLOATS(src.dtype(), "conv2d", [&] {
-    using In = scalar_t;
-    RTX_DISPATCH_FLOATS(dst.dtype(), "conv2d", [&] { pointwise<scalar_t, In>(dst, Identity{}, src); });
-  });
-}
-
 // Runs f(out, inputs) in a BLAS type: directly for float32/float64; float16/bfloat16 tensors are
 // converted to float32 (undefined inputs stay undefined) and the result converted back into out.
 template <typename F>
@@ -237,17 +223,14 @@ void in_blas_type(const Tensor& out, TensorList inputs, const F& f) {
     f(out, inputs);
     return;
   }
-  for (Tensor& t : inputs) {
-    if (!t.defined()) continue;
-    Tensor converted = detail::make_tensor(t.sizes(), kFloat32, t.device());
-    convert(converted, t);
-    t = converted;
-  }
+  for (Tensor& t : inputs)
+    if (t.defined()) t = detail::cast(t, kFloat32);
   Tensor result = detail::make_tensor(out.sizes(), kFloat32, out.device());
   f(result, inputs);
-  convert(out, result);
+  detail::copy_raw(out, result);
 }
 
+// t's first element, typed (nullptr for an undefined tensor).
 template <typename T>
 const T* ptr(const Tensor& t) {
   return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;

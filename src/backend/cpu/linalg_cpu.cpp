@@ -3,8 +3,10 @@
 // the result converted back; integers use a blocked loop with wrapping arithmetic. Batches run
 // concurrently with single-threaded GEMMs when they are small or many; otherwise one after another,
 // each threaded by BLAS.
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/blas.h"

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
@@ -34,6 +35,7 @@ void for_each_plane(int64_t planes, int64_t work, const F& f) {
   });
 }
 
+// t's first element, typed.
 template <typename T>
 T* data(const Tensor& t) {
   return static_cast<T*>(t.data_ptr());
@@ -52,6 +54,7 @@ Span max_span(int64_t o, int64_t k, int64_t stride, int64_t pad, int64_t dilatio
   return {lo, hi, dilation};
 }
 
+// out, indices = the max of every window and where it is.
 template <typename T>
 void max_pool(const Tensor& out, const Tensor& indices, const Tensor& x, const Pool2dParams& p) {
   using Acc = detail::opmath_t<T>;
@@ -87,6 +90,7 @@ void max_pool(const Tensor& out, const Tensor& indices, const Tensor& x, const P
   });
 }
 
+// grad_x = grad_out summed into the max positions.
 template <typename T>
 void max_pool_backward(const Tensor& grad_x, const Tensor& grad_out, const Tensor& indices) {
   using Acc = detail::opmath_t<T>;
