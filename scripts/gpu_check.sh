@@ -1,28 +1,53 @@
 #!/usr/bin/env bash
-# Builds rtx on the GPU machine and runs the whole C++ suite there (CUDA cases included once the
-# CUDA backend registers kernels). Logs go to $OUT (or ./gpu-check-logs); a summary is printed last.
+# The proof on a GPU machine: builds rtx with CUDA (build/gpu), runs the whole C++ suite (every
+# device-parametrized test runs on CUDA too), runs the CUDA tests under compute-sanitizer memcheck,
+# and checks every CUDA op against PyTorch (scripts/torch_parity.sh) when torch is installed.
+# Logs go to $OUT (or ./gpu-check-logs); a summary is printed last.
+#   RTX_GPU_STAGES="build test sanitize parity"   the stages to run (default: all)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 LOGS=${OUT:-gpu-check-logs}
 mkdir -p "$LOGS"
 JOBS=${RTX_JOBS:-$(nproc)}
+STAGES=${RTX_GPU_STAGES:-build test sanitize parity}
+declare -a SUMMARY=()
+FAILED=0
 
-cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DRTX_BUILD_TESTS=ON -DRTX_BUILD_EXAMPLES=ON -DRTX_BUILD_BENCH=ON > "$LOGS/configure.log" 2>&1
-cfg=$?
-build=1
-tests=1
-if [[ $cfg -eq 0 ]]; then
-  cmake --build build/gpu --parallel "$JOBS" > "$LOGS/build.log" 2>&1
-  build=$?
+# stage <name> <log> <command...>
+stage() {
+  local name=$1 log=$2
+  shift 2
+  [[ " $STAGES " == *" $name "* ]] || return 0
+  local t0=$SECONDS
+  if "$@" > "$LOGS/$log" 2>&1; then
+    SUMMARY+=("PASS  $name ($((SECONDS - t0))s)")
+  else
+    SUMMARY+=("FAIL  $name ($((SECONDS - t0))s, see $log)")
+    FAILED=1
+  fi
+}
+
+build() {
+  cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DRTX_BUILD_TESTS=ON -DRTX_BUILD_EXAMPLES=ON -DRTX_BUILD_BENCH=ON && cmake --build build/gpu --parallel "$JOBS"
+}
+sanitize() {
+  compute-sanitizer --tool memcheck --leak-check full --error-exitcode 1 \
+    build/gpu/tests/cpp/rtx_tests --gtest_filter='*/cuda:CudaRuntime.*' --gtest_brief=1
+}
+
+stage build build.log build
+stage test ctest.log ctest --test-dir build/gpu --output-on-failure -j "$JOBS" --timeout 300
+stage sanitize sanitizer.log sanitize
+if python3 -c 'import torch' 2>/dev/null; then
+  stage parity parity.log scripts/torch_parity.sh
 fi
-if [[ $build -eq 0 ]]; then
-  ctest --test-dir build/gpu --output-on-failure -j "$JOBS" > "$LOGS/ctest.log" 2>&1
-  tests=$?
-fi
+
 echo "==== gpu_check summary ===="
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
-echo "configure rc=$cfg build rc=$build ctest rc=$tests"
-[[ $build -ne 0 ]] && grep -E "error|FAILED" "$LOGS/build.log" | head -20
-[[ -f "$LOGS/ctest.log" ]] && grep -E "tests passed|tests failed|Failed|\(Failed\)|\*\*\*" "$LOGS/ctest.log" | head -40
-exit $(( cfg || build || tests ))
+for line in "${SUMMARY[@]}"; do echo "  $line"; done
+[[ -f "$LOGS/build.log" ]] && grep -E "error" "$LOGS/build.log" | head -20
+[[ -f "$LOGS/ctest.log" ]] && grep -E "tests passed|tests failed" "$LOGS/ctest.log"
+[[ -f "$LOGS/sanitizer.log" ]] && grep -E "ERROR SUMMARY|PASSED|FAILED" "$LOGS/sanitizer.log" | tail -3
+[[ -f "$LOGS/parity.log" ]] && tail -1 "$LOGS/parity.log"
+exit $FAILED

@@ -1,16 +1,174 @@
-// CUDA availability. The library loads and runs on machines without a GPU or driver; there these
-// report no device and every CUDA request raises DeviceError.
+// The CUDA runtime as rtx exposes it: devices, streams, events and the caching allocator's memory
+// statistics. The library loads and runs on machines without a GPU or driver; there is_available()
+// is false and every CUDA request raises DeviceError naming the reason.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "rtx/export.h"
 
+namespace rtx {
+class Tensor;
+}
+
 namespace rtx::cuda {
+
 // Whether this build has the CUDA backend and a CUDA device is visible.
 RTX_API bool is_available();
 // Number of visible CUDA devices (0 without a build, driver or GPU).
 RTX_API int device_count();
 // Why CUDA is unavailable ("" when it is available), for messages and test skips.
 RTX_API std::string unavailable_reason();
+
+// What a device is.
+struct DeviceProperties {
+  std::string name;
+  int major = 0;  // compute capability
+  int minor = 0;
+  int multiprocessor_count = 0;
+  size_t total_memory = 0;   // bytes
+  size_t l2_cache_size = 0;  // bytes
+  int max_threads_per_block = 0;
+  int warp_size = 0;
+};
+
+// Properties of `device` (-1: the current device).
+RTX_API DeviceProperties get_device_properties(int device = -1);
+// The calling thread's current device.
+RTX_API int current_device();
+// Makes `device` the calling thread's current device.
+RTX_API void set_device(int device);
+
+// Makes a device current for a scope and restores the previous one.
+class RTX_API DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_;
+};
+
+class Event;
+class Stream;
+
+// The calling thread's current stream on `device` (-1: current); initially the default stream.
+RTX_API Stream current_stream(int device = -1);
+
+// A CUDA stream: a queue of work on one device. Streams come from a per-device pool and live as long
+// as the process, so a Stream is a cheap value.
+class RTX_API Stream {
+ public:
+  // The default (legacy) stream of `device` (-1: current), which every other blocking stream waits for.
+  static Stream default_stream(int device = -1);
+  // A stream from the device's pool (round robin over 32 per priority); it does not synchronize with
+  // the default stream.
+  static Stream create(int device = -1, bool high_priority = false);
+
+  int device() const { return device_; }
+  // The cudaStream_t.
+  void* handle() const { return handle_; }
+  // Whether all work queued so far has completed (never blocks).
+  bool query() const;
+  // Blocks the host until all work queued so far has completed.
+  void synchronize() const;
+  // Makes work queued later on this stream wait for `event`.
+  void wait(const Event& event) const;
+  bool operator==(const Stream& other) const { return device_ == other.device_ && handle_ == other.handle_; }
+  bool operator!=(const Stream& other) const { return !(*this == other); }
+
+ private:
+  friend Stream current_stream(int device);
+  Stream(int device, void* handle) : device_(device), handle_(handle) {}
+  int device_ = 0;
+  void* handle_ = nullptr;
+};
+
+// Makes `stream` the calling thread's current stream on its device.
+RTX_API void set_current_stream(const Stream& stream);
+
+// Makes a stream (and its device) current for a scope and restores the previous ones.
+class RTX_API StreamGuard {
+ public:
+  explicit StreamGuard(const Stream& stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  DeviceGuard device_;
+  Stream previous_;
+};
+
+// A CUDA event: a marker in a stream's queue, for waiting and timing. Created on first record.
+class RTX_API Event {
+ public:
+  explicit Event(bool enable_timing = false) : timing_(enable_timing) {}
+  ~Event();
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  // Marks the current end of `stream`'s queue (default: the current stream of the current device).
+  void record();
+  void record(const Stream& stream);
+  // Whether the marked work has completed (true when never recorded).
+  bool query() const;
+  // Blocks the host until the marked work has completed.
+  void synchronize() const;
+  // Milliseconds between this event and `end` (both recorded with enable_timing, both completed).
+  float elapsed_time(const Event& end) const;
+  // The cudaEvent_t (null until recorded).
+  void* handle() const { return handle_; }
+  int device() const { return device_; }
+
+ private:
+  void* handle_ = nullptr;
+  int device_ = -1;
+  bool timing_ = false;
+};
+
+// Blocks the host until all work on `device` (-1: current) has completed.
+RTX_API void synchronize(int device = -1);
+
+// ---- caching allocator --------------------------------------------------------------------------
+
+// Counters of a device's caching allocator: current values and peaks since start or
+// reset_peak_memory_stats.
+struct MemoryStats {
+  size_t allocated_bytes = 0;  // bytes of blocks handed out and not freed (rounded sizes)
+  size_t peak_allocated_bytes = 0;
+  size_t reserved_bytes = 0;  // bytes of all segments obtained from the device
+  size_t peak_reserved_bytes = 0;
+  size_t active_blocks = 0;  // blocks handed out and not freed
+  size_t peak_active_blocks = 0;
+  uint64_t num_allocs = 0;        // successful allocations (non-zero sizes)
+  uint64_t num_raw_allocs = 0;    // segments obtained from the device (successful cudaMalloc calls)
+  uint64_t num_raw_frees = 0;     // segments returned to the device
+  uint64_t num_oom_retries = 0;   // times the cache was released to retry a failed device allocation
+  uint64_t num_ooms = 0;          // OutOfMemoryError raised
+
+  // 1 - allocated / reserved: the share of reserved memory not handed out (0 when nothing is reserved).
+  double fragmentation() const {
+    return reserved_bytes == 0 ? 0.0 : 1.0 - static_cast<double>(allocated_bytes) / static_cast<double>(reserved_bytes);
+  }
+};
+
+// Statistics of `device`'s caching allocator (-1: current device).
+RTX_API MemoryStats memory_stats(int device = -1);
+// A short text table of memory_stats.
+RTX_API std::string memory_summary(int device = -1);
+// Sets the peaks to the current values.
+RTX_API void reset_peak_memory_stats(int device = -1);
+// Returns every cached, unused segment of every device to the driver.
+RTX_API void empty_cache();
+// Marks `tensor`'s memory as used by `stream`: when the tensor is freed, its block is reused only
+// after the work queued on `stream` so far has completed.
+RTX_API void record_stream(const Tensor& tensor, const Stream& stream);
+
 }  // namespace rtx::cuda

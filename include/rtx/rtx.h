@@ -9,5 +9,6 @@
 #include "rtx/error.h"
 #include "rtx/ops.h"
 #include "rtx/scalar.h"
+#include "rtx/settings.h"
 #include "rtx/tensor.h"
 #include "rtx/version.h"

@@ -31,8 +31,12 @@ struct Abs {
 };
 struct Sign {
   template <typename T> RTX_INLINE T operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>) { if (x != x) return x; }
-    return static_cast<T>((T(0) < x) - (x < T(0)));
+    if constexpr (std::is_unsigned_v<T>) {
+      return static_cast<T>(x != T(0));
+    } else {
+      if constexpr (std::is_floating_point_v<T>) { if (x != x) return x; }
+      return static_cast<T>((T(0) < x) - (x < T(0)));
+    }
   }
 };
 struct Floor {
@@ -61,7 +65,9 @@ struct Square {
 };
 // NaN propagates.
 struct Relu {
-  template <typename T> RTX_INLINE T operator()(T x) const { return x < T(0) ? T(0) : x; }
+  template <typename T> RTX_INLINE T operator()(T x) const {
+    if constexpr (std::is_unsigned_v<T>) return x; else return x < T(0) ? T(0) : x;
+  }
 };
 struct Exp {
   template <typename T> RTX_INLINE T operator()(T x) const { return std::exp(x); }
@@ -166,7 +172,9 @@ struct Div {
 struct Pow {
   template <typename T> RTX_INLINE T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
-      if (b < 0) return a == 1 ? T(1) : (a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0));
+      if constexpr (std::is_signed_v<T>) {
+        if (b < 0) return a == 1 ? T(1) : (a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0));
+      }
       // Overflow wraps (two's complement), like PyTorch: multiply in the unsigned type.
       using U = std::make_unsigned_t<T>;
       U result = 1, base = static_cast<U>(a);

@@ -332,7 +332,7 @@ void CachingAllocator::throw_out_of_memory(size_t bytes) {
             format_bytes(largest_free_block()));
 }
 
-AllocatorStats CachingAllocator::stats() const {
+MemoryStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
 }
@@ -345,7 +345,7 @@ void CachingAllocator::reset_peak_stats() {
 }
 
 std::string CachingAllocator::summary() const {
-  const AllocatorStats s = stats();
+  const MemoryStats s = stats();
   const AllocatorConfig c = config();
   std::string out = fmt::format("{:<16}{:>14}{:>14}\n", "cuda allocator", "current", "peak");
   out += fmt::format("{:<16}{:>14}{:>14}\n", "allocated", format_bytes(s.allocated_bytes),

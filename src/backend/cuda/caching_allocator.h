@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "rtx/cuda.h"
 #include "rtx/export.h"
 
 namespace rtx::cuda {
@@ -65,26 +66,6 @@ RTX_API AllocatorConfig parse_alloc_conf(const std::string& text);
 // A byte count for people: "512 B", "1.50 KiB", "20.00 MiB", "1.50 GiB".
 RTX_API std::string format_bytes(size_t bytes);
 
-// Counters kept by the allocator; current values and peaks since construction or reset_peak_stats.
-struct AllocatorStats {
-  size_t allocated_bytes = 0;       // bytes of blocks handed out and not freed (rounded sizes)
-  size_t peak_allocated_bytes = 0;
-  size_t reserved_bytes = 0;        // bytes of all segments obtained from the device
-  size_t peak_reserved_bytes = 0;
-  size_t active_blocks = 0;         // blocks handed out and not freed
-  size_t peak_active_blocks = 0;
-  uint64_t num_allocs = 0;          // successful allocate calls (non-zero sizes)
-  uint64_t num_raw_allocs = 0;      // segments obtained from the device (cudaMalloc calls that succeeded)
-  uint64_t num_raw_frees = 0;       // segments returned to the device
-  uint64_t num_oom_retries = 0;     // times the cache was released to retry a failed device allocation
-  uint64_t num_ooms = 0;            // OutOfMemoryError thrown
-
-  // 1 - allocated / reserved: the share of reserved memory not handed out (0 when nothing is reserved).
-  double fragmentation() const {
-    return reserved_bytes == 0 ? 0.0 : 1.0 - static_cast<double>(allocated_bytes) / static_cast<double>(reserved_bytes);
-  }
-};
-
 // One block of a segment, as snapshot() reports it.
 struct BlockInfo {
   std::uintptr_t address = 0;
@@ -126,7 +107,7 @@ class RTX_API CachingAllocator {
   // Waits for pending stream events and returns every entirely free segment to the device.
   void empty_cache();
 
-  AllocatorStats stats() const;
+  MemoryStats stats() const;
   // Sets the peaks to the current values.
   void reset_peak_stats();
   // A short multi-line table of the statistics.
@@ -173,7 +154,7 @@ class RTX_API CachingAllocator {
   std::unordered_map<void*, Block*> active_;                  // blocks handed out, by address
   std::map<std::uintptr_t, Block*> segments_;                 // first block of every segment, by address
   std::vector<std::pair<EventHandle, Block*>> pending_;       // freed blocks waiting for other streams
-  AllocatorStats stats_;
+  MemoryStats stats_;
   uint64_t clock_ = 0;  // counts blocks returned to the pools; orders free segments for garbage collection
 };
 

@@ -1,0 +1,19 @@
+// Error checks for runtime calls and kernel launches: a failure raises rtx::Error (OutOfMemoryError
+// for allocation failures) quoting the call, its file and line, and the runtime's message.
+#pragma once
+
+#include "kernels/cuda/compat.h"
+#include "rtx/export.h"
+
+namespace rtx::cuda::detail {
+[[noreturn]] RTX_API void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line);
+}  // namespace rtx::cuda::detail
+
+#define RTX_CUDA_CHECK(call)                                                                                \
+  do {                                                                                                      \
+    const cudaError_t rtx_err_ = (call);                                                                    \
+    if (rtx_err_ != cudaSuccess) ::rtx::cuda::detail::throw_cuda_error(rtx_err_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+// After every kernel launch: reports a bad launch configuration at the launch site.
+#define RTX_CUDA_CHECK_LAUNCH() RTX_CUDA_CHECK(cudaGetLastError())

@@ -1,0 +1,148 @@
+// Device memory of the CUDA backend: one caching allocator per device (the policy is in
+// caching_allocator.cpp) over the runtime's cudaMalloc and events, installed as rtx's CUDA allocator,
+// and the public memory statistics. Allocators are made on first use and deliberately never
+// destroyed: at process exit the driver may already be gone.
+#include <array>
+#include <cstdlib>
+#include <mutex>
+
+#include "backend/cuda/caching_allocator.h"
+#include "backend/cuda/runtime.h"
+#include "core/allocator.h"
+#include "core/check.h"
+#include "core/tensor_impl.h"
+
+namespace rtx::cuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+// DeviceMemory of one device through the CUDA runtime.
+class RuntimeMemory final : public DeviceMemory {
+ public:
+  explicit RuntimeMemory(int device) : device_(device) {}
+
+  void* raw_alloc(size_t bytes) override {
+    DeviceGuard guard(device_);
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    RTX_CUDA_CHECK(err);
+    return p;
+  }
+  void raw_free(void* ptr) override {
+    DeviceGuard guard(device_);
+    RTX_CUDA_CHECK(cudaFree(ptr));
+  }
+  MemInfo mem_get_info() override {
+    DeviceGuard guard(device_);
+    MemInfo info;
+    RTX_CUDA_CHECK(cudaMemGetInfo(&info.free, &info.total));
+    return info;
+  }
+  EventHandle create_event() override {
+    DeviceGuard guard(device_);
+    cudaEvent_t e = nullptr;
+    RTX_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return reinterpret_cast<EventHandle>(e);
+  }
+  void record_event(EventHandle event, StreamHandle stream) override {
+    DeviceGuard guard(device_);
+    RTX_CUDA_CHECK(cudaEventRecord(reinterpret_cast<cudaEvent_t>(event), reinterpret_cast<cudaStream_t>(stream)));
+  }
+  bool event_done(EventHandle event) override {
+    const cudaError_t err = cudaEventQuery(reinterpret_cast<cudaEvent_t>(event));
+    if (err == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    RTX_CUDA_CHECK(err);
+    return true;
+  }
+  void synchronize_event(EventHandle event) override {
+    RTX_CUDA_CHECK(cudaEventSynchronize(reinterpret_cast<cudaEvent_t>(event)));
+  }
+  void destroy_event(EventHandle event) override { RTX_CUDA_CHECK(cudaEventDestroy(reinterpret_cast<cudaEvent_t>(event))); }
+
+ private:
+  int device_;
+};
+
+struct DeviceAllocator {
+  std::once_flag made;
+  CachingAllocator* allocator = nullptr;
+};
+
+std::array<DeviceAllocator, kMaxDevices> g_allocators;
+
+AllocatorConfig config_from_environment() {
+  const char* text = std::getenv("RTX_CUDA_ALLOC_CONF");
+  return text == nullptr ? AllocatorConfig{} : parse_alloc_conf(text);
+}
+
+// The caching allocator of `device` (a valid index), made on first use.
+CachingAllocator& allocator_for(int device) {
+  RTX_CHECK(device < kMaxDevices, DeviceError, "[cuda] device cuda:{} is beyond the {} devices rtx supports", device,
+            kMaxDevices);
+  DeviceAllocator& slot = g_allocators[static_cast<size_t>(device)];
+  std::call_once(slot.made, [&] {
+    static const AllocatorConfig config = config_from_environment();
+    slot.allocator = new CachingAllocator(*new RuntimeMemory(device), config);
+  });
+  return *slot.allocator;
+}
+
+// rtx's allocator for Device(kCUDA, i): blocks belong to the current stream at allocation.
+class CudaAllocator final : public rtx::detail::Allocator {
+ public:
+  void* allocate(size_t nbytes, Device device) override {
+    detail::check_device(device.index, "allocate");
+    return allocator_for(device.index)
+        .allocate(nbytes, reinterpret_cast<StreamHandle>(detail::current_stream_handle(device.index)));
+  }
+  void deallocate(void* ptr, size_t, Device device) override {
+    if (ptr != nullptr) allocator_for(device.index).free(ptr);
+  }
+};
+
+}  // namespace
+
+namespace detail {
+void install_cuda_allocator() {
+  static CudaAllocator allocator;
+  rtx::detail::set_allocator(kCUDA, &allocator);
+}
+}  // namespace detail
+
+MemoryStats memory_stats(int device) {
+  return allocator_for(detail::resolve_device(device, "memory_stats")).stats();
+}
+
+std::string memory_summary(int device) {
+  device = detail::resolve_device(device, "memory_summary");
+  return "cuda:" + std::to_string(device) + " caching allocator\n" + allocator_for(device).summary();
+}
+
+void reset_peak_memory_stats(int device) {
+  allocator_for(detail::resolve_device(device, "reset_peak_memory_stats")).reset_peak_stats();
+}
+
+void empty_cache() {
+  for (int d = 0; d < device_count() && d < kMaxDevices; ++d) {
+    if (g_allocators[static_cast<size_t>(d)].allocator != nullptr) g_allocators[static_cast<size_t>(d)].allocator->empty_cache();
+  }
+}
+
+void record_stream(const Tensor& tensor, const Stream& stream) {
+  RTX_CHECK(tensor.defined() && tensor.is_cuda(), DeviceError,
+            "[record_stream] expected a CUDA tensor, got {}", tensor.defined() ? fmt::format("{}", tensor.device()) : "an undefined tensor");
+  RTX_CHECK(tensor.device().index == stream.device(), DeviceError,
+            "[record_stream] the tensor is on {} but the stream on cuda:{}", tensor.device(), stream.device());
+  void* base = tensor.impl()->storage->data();
+  if (base != nullptr) allocator_for(stream.device()).record_stream(base, reinterpret_cast<StreamHandle>(stream.handle()));
+}
+
+}  // namespace rtx::cuda
