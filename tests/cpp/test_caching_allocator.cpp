@@ -330,7 +330,7 @@ TEST(CachingAllocatorTest, OutOfMemoryRetriesAfterReleasingCache) {
   void* p = a.allocate(30 * kMiB, kStream1);
   EXPECT_NE(p, nullptr);
   EXPECT_EQ(dev.failed_allocs, 1);
-  const AllocatorStats s = a.stats();
+  const MemoryStats s = a.stats();
   EXPECT_EQ(s.num_oom_retries, 1u);
   EXPECT_EQ(s.num_ooms, 0u);
   EXPECT_EQ(s.num_raw_frees, 2u);
@@ -355,7 +355,7 @@ TEST(CachingAllocatorTest, OutOfMemoryErrorExplains) {
                              "RTX_CUDA_ALLOC_CONF=max_split_size_mb:N"})
       EXPECT_NE(msg.find(part), std::string::npos) << "'" << msg << "' lacks '" << part << "'";
   }
-  const AllocatorStats s = a.stats();
+  const MemoryStats s = a.stats();
   EXPECT_EQ(s.num_ooms, 2u);
   EXPECT_EQ(s.num_oom_retries, 2u);
   EXPECT_EQ(s.reserved_bytes, 20 * kMiB);
@@ -389,7 +389,7 @@ TEST(CachingAllocatorTest, StatsPeaksAndFragmentation) {
   FakeDevice dev(256 * kMiB);
   CachingAllocator a(dev);
   void* p = a.allocate(1000, kStream1);
-  AllocatorStats s = a.stats();
+  MemoryStats s = a.stats();
   EXPECT_EQ(s.allocated_bytes, 1024u);
   EXPECT_EQ(s.reserved_bytes, 2 * kMiB);
   EXPECT_DOUBLE_EQ(s.fragmentation(), 1.0 - 1024.0 / (2.0 * kMiB));
@@ -456,7 +456,7 @@ TEST(CachingAllocatorConfig, Errors) {
 
 // Checks the allocator's bookkeeping against the fake device and the test's own record of live blocks.
 void check_invariants(const CachingAllocator& a, const FakeDevice& dev, const std::map<void*, size_t>& live) {
-  const AllocatorStats s = a.stats();
+  const MemoryStats s = a.stats();
   const auto segs = a.snapshot();
   size_t reserved = 0, allocated = 0, found = 0;
   std::uintptr_t prev_end = 0;
