@@ -11,7 +11,7 @@ fi
 
 # Needed to configure, build and test.
 required=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev
-          libfmt-dev libspdlog-dev libopenblas-dev python3)
+          libfmt-dev libspdlog-dev libopenblas-dev python3 hipcc)
 # Nice to have: the build works without them.
 optional=(ccache python3-numpy)
 

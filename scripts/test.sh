@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and tests rtx:
 #   1. build/release  Release build (CUDA when available, tests, bench, examples) + ctest
-#   2. build/asan     AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only) + ctest
+#   2. hip            every CUDA source compiled with hipcc for an AMD GPU (compile only)
+#   3. build/asan     AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only) + ctest
 # Prints a summary and exits non-zero if any step failed.
 #
 # Environment:
@@ -88,7 +89,14 @@ configure_build_test release "${ROOT}/build/release" \
   -DRTX_BUILD_EXAMPLES=ON \
   -DRTX_SANITIZE=
 
-# 2. Sanitized CPU-only build of the library and the unit tests.
+# 2. Every CUDA source compiles for AMD GPUs through the HIP alias header (compile only).
+if command -v hipcc > /dev/null; then
+  step "hip: compile kernels with hipcc" scripts/hip_check.sh "${ROOT}/build/release" || true
+else
+  skip "hip: (hipcc not installed)"
+fi
+
+# 3. Sanitized CPU-only build of the library and the unit tests.
 if [[ "${RTX_SKIP_ASAN:-0}" == "1" ]]; then
   skip "asan: (RTX_SKIP_ASAN=1)"
 else

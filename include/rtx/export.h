@@ -8,9 +8,12 @@
 #endif
 
 // Functions usable from both host and CUDA/HIP device code.
-#if defined(__CUDACC__) || defined(__HIPCC__)
+#if defined(__CUDACC__)
 #define RTX_HOST_DEVICE __host__ __device__
 #define RTX_INLINE __host__ __device__ __forceinline__
+#elif defined(__HIPCC__)
+#define RTX_HOST_DEVICE __host__ __device__
+#define RTX_INLINE __host__ __device__ inline __attribute__((always_inline))
 #else
 #define RTX_HOST_DEVICE
 #define RTX_INLINE inline

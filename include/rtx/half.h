@@ -12,8 +12,10 @@ namespace rtx {
 namespace detail {
 
 RTX_INLINE uint32_t float_bits(float f) {
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#if defined(__CUDA_ARCH__)
   return __float_as_uint(f);
+#elif defined(__HIP_DEVICE_COMPILE__)
+  return __builtin_bit_cast(uint32_t, f);
 #else
   uint32_t u;
   std::memcpy(&u, &f, sizeof(u));
@@ -22,8 +24,10 @@ RTX_INLINE uint32_t float_bits(float f) {
 }
 
 RTX_INLINE float bits_float(uint32_t u) {
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#if defined(__CUDA_ARCH__)
   return __uint_as_float(u);
+#elif defined(__HIP_DEVICE_COMPILE__)
+  return __builtin_bit_cast(float, u);
 #else
   float f;
   std::memcpy(&f, &u, sizeof(f));

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "rtx/export.h"
@@ -41,13 +43,20 @@ RTX_API Tensor from_buffer(const void* data, const Shape& shape, DType dtype, De
 // Wraps memory without copying; deleter (if any) runs when the last view is gone.
 RTX_API Tensor from_blob(void* data, const Shape& shape, const Shape& strides, DType dtype, Device device,
                          std::function<void(void*)> deleter = nullptr);
-// A 1-d tensor holding values (a copy).
+// A 1-d tensor holding values (a copy); of T's dtype unless options give one.
 template <typename T>
-Tensor tensor(const std::vector<T>& values, const TensorOptions& options = TensorOptions(dtype_of_v<T>)) {
-  return from_buffer(values.data(), {static_cast<int64_t>(values.size())}, dtype_of_v<T>).to(options.device, options.dtype)
-      .requires_grad_(options.requires_grad);
+Tensor tensor(const std::vector<T>& values, const TensorOptions& options = {}) {
+  const TensorOptions o = options.resolved(dtype_of_v<T>);
+  return from_buffer(values.data(), {static_cast<int64_t>(values.size())}, dtype_of_v<T>).to(*o.device, *o.dtype)
+      .requires_grad_(o.requires_grad);
 }
+RTX_API Tensor tensor(const std::vector<bool>& values, const TensorOptions& options = {});
+// rtx::tensor({1.5, 2}) is float32 (unless options say otherwise), rtx::tensor({true, false}) bool.
 RTX_API Tensor tensor(std::initializer_list<double> values, const TensorOptions& options = {});
+template <typename T, std::enable_if_t<std::is_same_v<T, bool>, int> = 0>
+Tensor tensor(std::initializer_list<T> values, const TensorOptions& options = {}) {
+  return tensor(std::vector<bool>(values), options);
+}
 // A 0-d tensor.
 RTX_API Tensor scalar_tensor(const Scalar& value, const TensorOptions& options = {});
 

@@ -29,16 +29,28 @@ namespace autograd {
 class Node;
 }
 
-// dtype, device and requires_grad for the creation functions; converts from each of them alone.
+// dtype, device and requires_grad for the creation functions; converts from each of them alone. A
+// dtype or device left unset takes the op's default: the source's for the *_like ops, one inferred
+// from the values where PyTorch infers it (arange, full, tensor), else float32 and the CPU.
 struct RTX_API TensorOptions {
-  DType dtype = kFloat32;
-  Device device = Device(kCPU);
+  std::optional<DType> dtype;
+  std::optional<Device> device;
   bool requires_grad = false;
 
   TensorOptions() = default;
-  TensorOptions(DType d, Device dev = Device(kCPU), bool rg = false) : dtype(d), device(dev), requires_grad(rg) {}  // NOLINT
-  TensorOptions(Device dev) : device(dev) {}                                     // NOLINT
-  TensorOptions(DeviceType dev) : device(dev) {}                                 // NOLINT
+  TensorOptions(DType d) : dtype(d) {}                                                              // NOLINT
+  TensorOptions(DType d, Device dev, bool rg = false) : dtype(d), device(dev), requires_grad(rg) {}  // NOLINT
+  TensorOptions(Device dev) : device(dev) {}                                                        // NOLINT
+  TensorOptions(DeviceType dev) : device(Device(dev)) {}                                            // NOLINT
+
+  // The dtype, or fallback when unset.
+  DType dtype_or(DType fallback = kDefaultFloat) const { return dtype.value_or(fallback); }
+  // The device, or fallback when unset.
+  Device device_or(Device fallback = Device(kCPU)) const { return device.value_or(fallback); }
+  // These options with the unset dtype and device taken from the defaults given.
+  TensorOptions resolved(DType default_dtype = kDefaultFloat, Device default_device = Device(kCPU)) const {
+    return TensorOptions(dtype_or(default_dtype), device_or(default_device), requires_grad);
+  }
 };
 
 struct ValuesIndices;
@@ -103,11 +115,18 @@ class RTX_API Tensor {
   bool retains_grad() const;
 
   // ---- conversion and copying -----------------------------------------------------------------
-  Tensor to(DType dtype, bool copy = false) const;
-  Tensor to(Device device, bool copy = false) const;
-  Tensor to(Device device, DType dtype, bool copy = false) const;
+  // A tensor with this data converted or moved (this tensor itself when nothing changes, unless copy).
+  // non_blocking: a move between host and GPU returns before the copy completes when the host side
+  // is pinned memory (a move to the CPU then allocates pinned memory); synchronize before reading it.
+  Tensor to(DType dtype, bool non_blocking = false, bool copy = false) const;
+  Tensor to(Device device, bool non_blocking = false, bool copy = false) const;
+  Tensor to(Device device, DType dtype, bool non_blocking = false, bool copy = false) const;
   Tensor cpu() const;
-  Tensor cuda(int index = 0) const;
+  Tensor cuda(int index = 0, bool non_blocking = false) const;
+  // A copy of this CPU tensor in page-locked memory (this tensor when already there): moves from it
+  // to a GPU can overlap with host work. Needs CUDA.
+  Tensor pin_memory() const;
+  bool is_pinned() const;
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor& copy_(const Tensor& src);

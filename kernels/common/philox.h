@@ -134,8 +134,10 @@ RTX_INLINE double uniform53_open0(uint64_t r) {
 // ---- elementary functions (portable: the same bits everywhere) --------------------------------------
 
 RTX_INLINE uint64_t double_bits(double x) {
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#if defined(__CUDA_ARCH__)
   return static_cast<uint64_t>(__double_as_longlong(x));
+#elif defined(__HIP_DEVICE_COMPILE__)
+  return __builtin_bit_cast(uint64_t, x);
 #else
   uint64_t u;
   std::memcpy(&u, &x, sizeof(u));
@@ -144,8 +146,10 @@ RTX_INLINE uint64_t double_bits(double x) {
 }
 
 RTX_INLINE double bits_double(uint64_t u) {
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#if defined(__CUDA_ARCH__)
   return __longlong_as_double(static_cast<long long>(u));
+#elif defined(__HIP_DEVICE_COMPILE__)
+  return __builtin_bit_cast(double, u);
 #else
   double x;
   std::memcpy(&x, &u, sizeof(x));

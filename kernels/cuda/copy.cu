@@ -1,7 +1,6 @@
-// CUDA copy/cast and fill kernels. A copy with a CPU end (the front-end hands over contiguous
-// operands of one dtype) is one cudaMemcpyAsync on the current stream; a device-to-host copy waits
-// for it so the host may read the result. Copies between GPUs are peer copies; copies on one GPU
-// are a memcpy when nothing converts or moves, the pointwise launcher otherwise.
+// CUDA copy/cast, transfer and fill kernels. A move with a CPU end is one cudaMemcpyAsync on the
+// current stream, waited for unless it is non-blocking with a pinned host end; moves between GPUs
+// are peer copies ordered with both devices' streams.
 #include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/common/pointwise_functors.h"
@@ -21,43 +20,43 @@ bool same_layout_dense(const Tensor& dst, const Tensor& src) {
   return dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous() && dst.sizes() == src.sizes();
 }
 
-void copy_cuda(const Tensor& dst, const Tensor& src) {
+// Between the host and a GPU or between two GPUs; the front-end hands over contiguous operands of
+// one dtype.
+void transfer_cuda(const Tensor& dst, const Tensor& src, bool non_blocking) {
+  RTX_CHECK(same_layout_dense(dst, src), Error, "[to] moves between devices take contiguous operands of one dtype");
   const size_t bytes = dst.nbytes();
   if (dst.is_cpu() || src.is_cpu()) {
-    RTX_CHECK(same_layout_dense(dst, src), Error, "[copy_] host/device copies take contiguous operands of one dtype");
-    const Device gpu = dst.is_cuda() ? dst.device() : src.device();
-    detail::KernelScope scope(gpu);
-    if (dst.is_cuda()) {
-      RTX_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), bytes, cudaMemcpyHostToDevice, scope.stream()));
-    } else {
-      RTX_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), bytes, cudaMemcpyDeviceToHost, scope.stream()));
-      RTX_CUDA_CHECK(cudaStreamSynchronize(scope.stream()));
-    }
+    detail::KernelScope scope(dst.is_cuda() ? dst.device() : src.device());
+    const Tensor& host = dst.is_cpu() ? dst : src;
+    RTX_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), bytes,
+                                   dst.is_cuda() ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, scope.stream()));
+    if (non_blocking && host.is_pinned()) detail::record_pinned_use(host.data_ptr(), scope.stream());
+    else RTX_CUDA_CHECK(cudaStreamSynchronize(scope.stream()));
     return;
   }
-  if (dst.device() != src.device()) {
-    RTX_CHECK(same_layout_dense(dst, src), Error, "[copy_] copies between GPUs take contiguous operands of one dtype");
-    // The copy runs on dst's current stream after src's pending work, and src's stream waits for the
-    // copy before it may reuse src's memory.
-    const Stream src_stream = current_stream(src.device().index);
-    const Stream dst_stream = current_stream(dst.device().index);
-    Event src_ready;
-    src_ready.record(src_stream);
-    dst_stream.wait(src_ready);
-    {
-      detail::KernelScope scope(dst.device());
-      RTX_CUDA_CHECK(cudaMemcpyPeerAsync(dst.data_ptr(), dst.device().index, src.data_ptr(), src.device().index,
-                                         bytes, scope.stream()));
-    }
-    Event copied;
-    copied.record(dst_stream);
-    src_stream.wait(copied);
-    return;
+  // Between GPUs: the copy runs on dst's current stream after src's pending work, and src's stream
+  // waits for the copy before it may reuse src's memory.
+  const Stream src_stream = current_stream(src.device().index);
+  const Stream dst_stream = current_stream(dst.device().index);
+  Event src_ready;
+  src_ready.record(src_stream);
+  dst_stream.wait(src_ready);
+  {
+    detail::KernelScope scope(dst.device());
+    RTX_CUDA_CHECK(cudaMemcpyPeerAsync(dst.data_ptr(), dst.device().index, src.data_ptr(), src.device().index, bytes,
+                                       scope.stream()));
   }
+  Event copied;
+  copied.record(dst_stream);
+  src_stream.wait(copied);
+}
+
+// On one GPU: a memcpy when nothing converts or moves, the pointwise launcher otherwise.
+void copy_cuda(const Tensor& dst, const Tensor& src) {
   if (same_layout_dense(dst, src)) {
     if (dst.data_ptr() == src.data_ptr()) return;
     detail::KernelScope scope(dst.device());
-    RTX_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), bytes, cudaMemcpyDeviceToDevice, scope.stream()));
+    RTX_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyDeviceToDevice, scope.stream()));
     return;
   }
   RTX_DISPATCH_ALL(dst.dtype(), "copy_", [&] {
@@ -74,6 +73,7 @@ void fill_cuda(const Tensor& t, const Scalar& value) {
 
 void register_copy_kernels() {
   kernels::copy_kernel.set(kCUDA, copy_cuda);
+  kernels::transfer_kernel.set(kCUDA, transfer_cuda);
   kernels::fill_kernel.set(kCUDA, fill_cuda);
 }
 

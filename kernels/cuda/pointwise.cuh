@@ -155,7 +155,7 @@ void pointwise(const Tensor& out, const F& f, const Ts&... ins) {
   detail::KernelScope scope(out.device());
   constexpr int kVec = vector_width<Out, In...>();
   const bool contiguous = (out.is_contiguous() && ... && ins.is_contiguous());
-  const bool aligned = (reinterpret_cast<uintptr_t>(out.data_ptr()) % (sizeof(Out) * kVec) == 0 && ... &&
+  const bool aligned = ((reinterpret_cast<uintptr_t>(out.data_ptr()) % (sizeof(Out) * kVec) == 0) && ... &&
                         (reinterpret_cast<uintptr_t>(ins.data_ptr()) % (sizeof(In) * kVec) == 0));
   if (contiguous && aligned) {
     pointwise_vector_kernel<kVec, F, Out, In...><<<grid_for((n + kVec - 1) / kVec), kBlockSize, 0, scope.stream()>>>(

@@ -164,7 +164,7 @@ void mark_view(const Tensor& out) {
 void bump_version(const Tensor& t) { t.impl()->storage->bump_version(); }
 
 void check_inplace(const Tensor& self, const char* op) {
-  if (!is_grad_enabled() || !self.impl()->autograd) return;
+  if (!is_grad_enabled() || !self.defined() || !self.impl()->autograd) return;
   const AutogradMeta& m = *self.impl()->autograd;
   RTX_CHECK(!(m.requires_grad && !m.grad_fn), Error,
             "[{}] a leaf tensor that requires grad cannot be modified in place; do it inside NoGradGuard (as "
@@ -191,10 +191,11 @@ Tensor& commit_inplace(Tensor& self, const Tensor& result) {
     dst.copy_(result);
   }
   self.impl()->storage->bump_recorded_writes();
+  // self takes result's history (none when result has no autograd record).
+  const AutogradMeta* r = result.impl()->autograd.get();
   AutogradMeta& m = self.impl()->autograd_meta();
-  const AutogradMeta& r = *result.impl()->autograd;
-  m.grad_fn = r.grad_fn;
-  m.output_nr = r.output_nr;
+  m.grad_fn = r != nullptr ? r->grad_fn : nullptr;
+  m.output_nr = r != nullptr ? r->output_nr : 0;
   return self;
 }
 

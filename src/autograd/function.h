@@ -73,8 +73,8 @@ Edge gradient_edge(const Tensor& t);
 // In-place ops: check_inplace raises for writes autograd cannot follow (a leaf that requires grad, a
 // view of a tensor that requires grad). When the op records grad, the front-end computes the result
 // out of place and commit_inplace writes it into self and hands self the result's history.
-void check_inplace(const Tensor& self, const char* op);
-Tensor& commit_inplace(Tensor& self, const Tensor& result);
+RTX_API void check_inplace(const Tensor& self, const char* op);
+RTX_API Tensor& commit_inplace(Tensor& self, const Tensor& result);
 // Whether an in-place op on self must go through the recording path.
 bool inplace_needs_grad(const Tensor& self, const TensorList& others);
 // Bumps the storage version (every in-place write calls it).

@@ -34,6 +34,7 @@ class CpuAllocator final : public Allocator {
 
 CpuAllocator g_cpu_allocator;
 Allocator* g_allocators[kNumDeviceTypes] = {&g_cpu_allocator, nullptr};
+Allocator* g_pinned_allocator = nullptr;
 
 }  // namespace
 
@@ -45,5 +46,13 @@ Allocator* get_allocator(DeviceType type) {
 }
 
 void set_allocator(DeviceType type, Allocator* allocator) { g_allocators[static_cast<int>(type)] = allocator; }
+
+Allocator* get_pinned_allocator() {
+  RTX_CHECK(g_pinned_allocator != nullptr && cuda::is_available(), DeviceError,
+            "[pin_memory] pinned host memory needs CUDA: {}", cuda::unavailable_reason());
+  return g_pinned_allocator;
+}
+
+void set_pinned_allocator(Allocator* allocator) { g_pinned_allocator = allocator; }
 
 }  // namespace rtx::detail

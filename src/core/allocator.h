@@ -1,5 +1,5 @@
-// Device memory allocators, one per device type. The CPU allocator hands out 64-byte aligned
-// blocks; the CUDA backend installs its caching allocator at load.
+// Device memory allocators, one per device type, and the pinned host allocator. The CPU allocator
+// hands out 64-byte aligned blocks; the CUDA backend installs its caching allocators at load.
 #pragma once
 
 #include <cstddef>
@@ -17,5 +17,9 @@ class Allocator {
 
 Allocator* get_allocator(DeviceType type);  // throws DeviceError when none is registered
 void set_allocator(DeviceType type, Allocator* allocator);
+// Page-locked host memory (for asynchronous copies), installed by the CUDA backend; throws
+// DeviceError when none is registered.
+Allocator* get_pinned_allocator();
+void set_pinned_allocator(Allocator* allocator);
 
 }  // namespace rtx::detail

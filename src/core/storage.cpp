@@ -5,8 +5,12 @@
 
 namespace rtx::detail {
 
-Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
-  data_ = get_allocator(device.type)->allocate(nbytes, device);
+namespace {
+Allocator* allocator_of(Device device, bool pinned) { return pinned ? get_pinned_allocator() : get_allocator(device.type); }
+}  // namespace
+
+Storage::Storage(size_t nbytes, Device device, bool pinned) : nbytes_(nbytes), device_(device), pinned_(pinned) {
+  data_ = allocator_of(device, pinned)->allocate(nbytes, device);
 }
 
 Storage::Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter)
@@ -14,7 +18,7 @@ Storage::Storage(void* data, size_t nbytes, Device device, std::function<void(vo
 
 Storage::~Storage() {
   if (owned_) {
-    if (data_ != nullptr) get_allocator(device_.type)->deallocate(data_, nbytes_, device_);
+    if (data_ != nullptr) allocator_of(device_, pinned_)->deallocate(data_, nbytes_, device_);
   } else if (deleter_) {
     deleter_(data_);
   }

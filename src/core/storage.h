@@ -13,8 +13,8 @@ namespace rtx::detail {
 
 class Storage {
  public:
-  // Allocates nbytes from the device's allocator.
-  Storage(size_t nbytes, Device device);
+  // Allocates nbytes from the device's allocator (CPU storage from the pinned allocator when pinned).
+  Storage(size_t nbytes, Device device, bool pinned = false);
   // Wraps memory owned elsewhere; deleter (may be null) runs on destruction.
   Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter);
   ~Storage();
@@ -24,6 +24,8 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  // Page-locked host memory.
+  bool pinned() const { return pinned_; }
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
   // In-place writes that autograd recorded (they change the history of every view of the storage).
@@ -37,6 +39,7 @@ class Storage {
   uint64_t version_ = 0;
   uint64_t recorded_writes_ = 0;
   bool owned_ = true;
+  bool pinned_ = false;
   std::function<void(void*)> deleter_;
 };
 

@@ -24,12 +24,12 @@ autograd::AutogradMeta& TensorImpl::autograd_meta() {
   return *autograd;
 }
 
-Tensor make_tensor(const Shape& sizes, DType dtype, Device device) {
+Tensor make_tensor(const Shape& sizes, DType dtype, Device device, bool pinned) {
   const int64_t n = checked_numel(sizes, "empty");
   const size_t bytes = static_cast<size_t>(n) * element_size(dtype);
   RTX_CHECK(n == 0 || bytes / static_cast<size_t>(n) == element_size(dtype), ValueError,
             "[empty] shape {} of {} needs more bytes than fit in memory", shape_str(sizes), dtype);
-  auto storage = std::make_shared<Storage>(bytes, device);
+  auto storage = std::make_shared<Storage>(bytes, device, pinned);
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype));
 }
 

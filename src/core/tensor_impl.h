@@ -34,8 +34,8 @@ class TensorImpl {
   autograd::AutogradMeta& autograd_meta();  // creates it on first use
 };
 
-// A new contiguous tensor (uninitialized).
-Tensor make_tensor(const Shape& sizes, DType dtype, Device device);
+// A new contiguous tensor (uninitialized); pinned: in page-locked host memory (device must be the CPU).
+Tensor make_tensor(const Shape& sizes, DType dtype, Device device, bool pinned = false);
 // A view of t's storage with other geometry; no autograd record.
 Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t offset);
 // A view of t with the same geometry and no autograd record (what detach returns).

@@ -1,5 +1,7 @@
 // Copies, casts and fills: copy_, fill_, zero_, clone, contiguous, to(dtype/device), item, and the
 // raw (unrecorded) helpers front-ends use.
+#include <utility>
+
 #include "autograd/function.h"
 #include "ops/internal.h"
 #include "ops/kernels.h"
@@ -26,6 +28,36 @@ void check_no_internal_overlap(const Tensor& t, const char* op) {
               "[{}] cannot write in place into an expanded tensor (shape {}, strides {}): several elements share "
               "one memory location; call .clone() first",
               op, shape_str(t.sizes()), shape_str(t.strides()));
+}
+
+namespace {
+// The bytes t can reach: [first, last) (empty for an empty tensor).
+std::pair<const char*, const char*> byte_span(const Tensor& t) {
+  const char* base = static_cast<const char*>(t.data_ptr());
+  if (t.numel() == 0) return {base, base};
+  int64_t lo = 0, hi = 0;  // element offsets from the first element
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t reach = (t.sizes()[d] - 1) * t.strides()[d];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  const auto es = static_cast<int64_t>(t.element_size());
+  return {base + lo * es, base + (hi + 1) * es};
+}
+
+// Whether a and b put every element at the same address (strides of size-1 dims do not matter).
+bool same_layout(const Tensor& a, const Tensor& b) {
+  if (a.data_ptr() != b.data_ptr() || a.element_size() != b.element_size() || a.sizes() != b.sizes()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.sizes()[d] > 1 && a.strides()[d] != b.strides()[d]) return false;
+  return true;
+}
+}  // namespace
+
+bool overlaps_differently(const Tensor& dst, const Tensor& src) {
+  if (!dst.shares_storage(src) || same_layout(dst, src)) return false;
+  const auto [d0, d1] = byte_span(dst);
+  const auto [s0, s1] = byte_span(src);
+  return d0 < s1 && s0 < d1;
 }
 
 bool can_cast(DType from, DType to) {
@@ -87,7 +119,8 @@ Tensor& copy_(Tensor& dst, const Tensor& src) {
     return autograd::commit_inplace(dst, r);
   }
   detail::check_no_internal_overlap(dst, "copy_");
-  detail::copy_raw(dst, local);
+  // A source that overlaps dst in another layout is read out first.
+  detail::copy_raw(dst, detail::overlaps_differently(dst, local) ? local.detach().clone() : local);
   autograd::bump_version(dst);
   return dst;
 }
@@ -141,41 +174,19 @@ Tensor contiguous(const Tensor& t) {
 }
 
 Tensor scalar_tensor(const Scalar& value, const TensorOptions& options) {
-  Tensor t = detail::wrap_scalar(value, options.dtype, options.device);
-  if (options.requires_grad) t.requires_grad_(true);
+  const TensorOptions o = options.resolved();
+  Tensor t = detail::wrap_scalar(value, *o.dtype, *o.device);
+  if (o.requires_grad) t.requires_grad_(true);
   return t;
 }
 
 // ---- Tensor methods that copy -----------------------------------------------------------------
 
-Tensor Tensor::to(DType dtype, bool copy) const {
+Tensor Tensor::to(DType dtype, bool, bool copy) const {
   Tensor r = to_dtype(*this, dtype);
   return copy && r.is_same(*this) ? rtx::clone(r) : r;
 }
 
-Tensor Tensor::to(Device device, bool copy) const { return to(device, dtype(), copy); }
-
-Tensor Tensor::to(Device device, DType dtype, bool copy) const {
-  check_defined(*this, "to");
-  Tensor r = to_dtype(*this, dtype);
-  if (r.device() == device) return copy && r.is_same(*this) ? rtx::clone(r) : r;
-  // Checked before allocating, so that the message names the move rather than the allocator.
-  RTX_CHECK(kernels::copy_kernel.has(device.type) && kernels::copy_kernel.has(r.device().type), DeviceError,
-            "[to] cannot move a tensor from {} to {}: {}", r.device(), device,
-            cuda::is_available() ? "this build registers no CUDA kernels" : cuda::unavailable_reason());
-  Tensor out = detail::make_tensor(r.sizes(), r.dtype(), device);
-  // Cross-device copies go through the destination's copy kernel, which understands both ends.
-  kernels::copy_kernel.get(device.is_cpu() ? r.device() : device)(out, r.contiguous());
-  if (auto node = autograd::make_node("to", r)) {
-    const Device src_device = r.device();
-    node->set_backward([src_device](const TensorList& g, const TensorList&) { return TensorList{g[0].to(src_device)}; });
-    autograd::set_history(out, node);
-  }
-  return out;
-}
-
-Tensor Tensor::cpu() const { return to(Device(kCPU)); }
-Tensor Tensor::cuda(int index) const { return to(Device(kCUDA, index)); }
 Tensor Tensor::contiguous() const { return rtx::contiguous(*this); }
 Tensor Tensor::clone() const { return rtx::clone(*this); }
 Tensor& Tensor::copy_(const Tensor& src) { return rtx::copy_(*this, src); }

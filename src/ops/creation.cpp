@@ -14,9 +14,10 @@ Tensor finish(Tensor t, const TensorOptions& o) {
   return t;
 }
 
+// o with what it leaves unset taken from t.
 TensorOptions like(const Tensor& t, const std::optional<TensorOptions>& o, const char* op) {
   detail::check_defined(t, op);
-  return o ? *o : TensorOptions(t.dtype(), t.device());
+  return o.value_or(TensorOptions()).resolved(t.dtype(), t.device());
 }
 
 // DeviceError naming op when device cannot hold tensors here (no CUDA build, driver or device).
@@ -28,26 +29,33 @@ void check_device(const char* op, Device device) {
             "[{}] cannot create a tensor on {}: this machine has {} CUDA device(s)", op, device, cuda::device_count());
 }
 
-// A new tensor of shape filled with value (op names the errors).
-Tensor filled(const char* op, const Shape& shape, const Scalar& value, const TensorOptions& o) {
-  check_device(op, o.device);
+// A new tensor of shape filled with value, of dtype default_dtype unless options give one (op names
+// the errors).
+Tensor filled(const char* op, const Shape& shape, const Scalar& value, const TensorOptions& options,
+              DType default_dtype) {
+  const TensorOptions o = options.resolved(default_dtype);
+  check_device(op, *o.device);
   detail::checked_numel(shape, op);
-  Tensor t = detail::make_tensor(shape, o.dtype, o.device);
+  Tensor t = detail::make_tensor(shape, *o.dtype, *o.device);
   detail::fill_raw(t, value);
   return finish(t, o);
 }
 
 }  // namespace
 
-Tensor empty(const Shape& shape, const TensorOptions& o) {
-  check_device("empty", o.device);
+Tensor empty(const Shape& shape, const TensorOptions& options) {
+  const TensorOptions o = options.resolved();
+  check_device("empty", *o.device);
   detail::checked_numel(shape, "empty");
-  return finish(detail::make_tensor(shape, o.dtype, o.device), o);
+  return finish(detail::make_tensor(shape, *o.dtype, *o.device), o);
 }
 
-Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& o) { return filled("full", shape, value, o); }
-Tensor zeros(const Shape& shape, const TensorOptions& o) { return filled("zeros", shape, 0, o); }
-Tensor ones(const Shape& shape, const TensorOptions& o) { return filled("ones", shape, 1, o); }
+// Like torch.full, the dtype follows the value when not given: bool, int64 or the default float.
+Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& o) {
+  return filled("full", shape, value, o, value.dtype());
+}
+Tensor zeros(const Shape& shape, const TensorOptions& o) { return filled("zeros", shape, 0, o, kDefaultFloat); }
+Tensor ones(const Shape& shape, const TensorOptions& o) { return filled("ones", shape, 1, o, kDefaultFloat); }
 
 Tensor empty_like(const Tensor& t, std::optional<TensorOptions> o) { return empty(t.sizes(), like(t, o, "empty_like")); }
 Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> o) { return zeros(t.sizes(), like(t, o, "zeros_like")); }
@@ -62,8 +70,8 @@ Tensor arange(const Scalar& end, std::optional<TensorOptions> o) { return arange
 
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<TensorOptions> o) {
   const bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
-  TensorOptions opts = o ? *o : TensorOptions(integral ? kInt64 : kDefaultFloat);
-  check_device("arange", opts.device);
+  const TensorOptions opts = o.value_or(TensorOptions()).resolved(integral ? kInt64 : kDefaultFloat);
+  check_device("arange", *opts.device);
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
   RTX_CHECK(st != 0, ValueError, "[arange] step must be nonzero");
   RTX_CHECK(std::isfinite(s) && std::isfinite(e), ValueError, "[arange] start and end must be finite, got {} and {}", s, e);
@@ -87,12 +95,13 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::o
     double* p = host.data_ptr<double>();
     for (int64_t i = 0; i < n; ++i) p[i] = s + static_cast<double>(i) * st;
   }
-  return finish(host.to(opts.device, opts.dtype), opts);
+  return finish(host.to(*opts.device, *opts.dtype), opts);
 }
 
-Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o) {
+Tensor linspace(double start, double end, int64_t steps, const TensorOptions& options) {
   RTX_CHECK(steps >= 0, ValueError, "[linspace] steps must be nonnegative, got {}", steps);
-  check_device("linspace", o.device);
+  const TensorOptions o = options.resolved();
+  check_device("linspace", *o.device);
   Tensor host = detail::make_tensor({steps}, kFloat64, Device(kCPU));
   double* p = host.data_ptr<double>();
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
@@ -100,14 +109,15 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o)
   const int64_t half = steps / 2;
   for (int64_t i = 0; i < steps; ++i)
     p[i] = i < half || steps == 1 ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
-  return finish(host.to(o.device, o.dtype), o);
+  return finish(host.to(*o.device, *o.dtype), o);
 }
 
-Tensor eye(int64_t n, int64_t m, const TensorOptions& o) {
+Tensor eye(int64_t n, int64_t m, const TensorOptions& options) {
   if (m < 0) m = n;
   RTX_CHECK(n >= 0, ValueError, "[eye] n must be nonnegative, got {}", n);
-  check_device("eye", o.device);
-  Tensor t = zeros({n, m}, TensorOptions(o.dtype, o.device));
+  const TensorOptions o = options.resolved();
+  check_device("eye", *o.device);
+  Tensor t = zeros({n, m}, TensorOptions(*o.dtype, *o.device));
   Tensor d = t.diagonal();
   detail::fill_raw(d, 1);
   return finish(t, o);
@@ -139,11 +149,17 @@ Tensor from_blob(void* data, const Shape& shape, const Shape& strides, DType dty
   return Tensor(std::make_shared<detail::TensorImpl>(std::move(storage), shape, st, 0, dtype));
 }
 
-Tensor tensor(std::initializer_list<double> values, const TensorOptions& o) {
-  check_device("tensor", o.device);
+Tensor tensor(std::initializer_list<double> values, const TensorOptions& options) {
+  const TensorOptions o = options.resolved();
+  check_device("tensor", *o.device);
   std::vector<double> v(values);
-  Tensor t = from_buffer(v.data(), {static_cast<int64_t>(v.size())}, kFloat64).to(o.device, o.dtype);
+  Tensor t = from_buffer(v.data(), {static_cast<int64_t>(v.size())}, kFloat64).to(*o.device, *o.dtype);
   return finish(t, o);
+}
+
+Tensor tensor(const std::vector<bool>& values, const TensorOptions& options) {
+  // vector<bool> packs bits and has no data(): go through one byte per value.
+  return tensor(std::vector<uint8_t>(values.begin(), values.end()), options.resolved(kBool));
 }
 
 }  // namespace rtx

@@ -15,6 +15,10 @@ inline void check_defined(const Tensor& t, const char* op, const char* arg = "in
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 // Writes through t would hit one element more than once (an expanded view).
 void check_no_internal_overlap(const Tensor& t, const char* op);
+// Whether writing dst element by element could change an element of src before it is read: both
+// reach the same memory with different layouts (x.copy_(x.t()), a.add_(a[0])). Such a src must be
+// read into a temporary first; the same layout is safe, as each element is read before it is written.
+bool overlaps_differently(const Tensor& dst, const Tensor& src);
 // Whether a value of type from may be written into a tensor of type to (PyTorch's can_cast).
 bool can_cast(DType from, DType to);
 // x converted to dtype (x itself when it already has it); not recorded by autograd.

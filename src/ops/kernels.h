@@ -15,8 +15,11 @@ using BinaryFn = void(const Tensor& out, const Tensor& a, const Tensor& b);
 using UnaryParamFn = void(const Tensor& out, const Tensor& x, double p0, double p1);
 using BinaryParamFn = void(const Tensor& out, const Tensor& a, const Tensor& b, double p);
 using TernaryFn = void(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, double p);
-// dst = src elementwise, converting dtype (any pair of dtypes).
+// dst = src elementwise, converting dtype (any pair of dtypes), both on one device.
 using CopyFn = void(const Tensor& dst, const Tensor& src);
+// dst = src between two devices (contiguous, one dtype); registered by the GPU backend, which handles
+// both directions. Without non_blocking, the data is in dst on return.
+using TransferFn = void(const Tensor& dst, const Tensor& src, bool non_blocking);
 using FillFn = void(const Tensor& t, const Scalar& value);
 
 #define RTX_UNARY(name, F, r, s, g) RTX_DECLARE_KERNEL(name##_kernel, UnaryFn);
@@ -36,6 +39,7 @@ RTX_DECLARE_KERNEL(where_kernel, TernaryFn);          // a: bool condition
 RTX_DECLARE_KERNEL(addcmul_kernel, TernaryFn);        // p: value
 RTX_DECLARE_KERNEL(addcdiv_kernel, TernaryFn);        // p: value
 RTX_DECLARE_KERNEL(copy_kernel, CopyFn);
+RTX_DECLARE_KERNEL(transfer_kernel, TransferFn);
 RTX_DECLARE_KERNEL(fill_kernel, FillFn);
 
 }  // namespace rtx::kernels

@@ -80,12 +80,6 @@ void write_into(const char* op, const Tensor& self, const Tensor& result) {
   detail::copy_raw(self, result);
 }
 
-// Whether writing dst element by element could change an element of src before it is read: src
-// shares dst's memory with another layout (a.add_(a.t()), a.mul_(a[0])).
-bool partially_overlaps(const Tensor& dst, const Tensor& src) {
-  return src.shares_storage(dst) && (src.storage_offset() != dst.storage_offset() || src.strides() != dst.strides());
-}
-
 // In-place: self = f(self, ...). Writes directly when nothing records grad; otherwise computes the
 // result out of place (recorded) and hands self its history.
 template <typename Compute, typename Direct>
@@ -198,7 +192,7 @@ Tensor zero_grad(const Tensor& g) { return zeros_like(g); }
         [&] {                                                                                    \
           Broadcast bc = broadcast_pair(#name "_", a, b, ct);                                    \
           check_fits(#name "_", a, bc.shape);                                                    \
-          if (ct == a.dtype() && !partially_overlaps(a, bc.b)) {                                 \
+          if (ct == a.dtype() && !detail::overlaps_differently(a, bc.b)) {                                 \
             if (a.numel() > 0) kernels::name##_kernel.get(a.device())(a, a, bc.b);               \
           } else {                                                                               \
             Tensor tmp = detail::make_tensor(bc.shape, ct, a.device());                          \

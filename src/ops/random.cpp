@@ -58,11 +58,11 @@ void fill_normal(const Tensor& t, double mean, double std) {
   launch(kernels::normal_kernel, t, t.numel(), philox::float_per_counter(float_digits(t.dtype())), mean, std);
 }
 
-// A new tensor of shape filled by fill, with requires_grad from options.
+// A new tensor of shape filled by fill, with requires_grad from options (o: dtype and device set).
 template <typename Fill>
 Tensor create(const char* op, const Shape& shape, const TensorOptions& o, const Fill& fill) {
   detail::checked_numel(shape, op);
-  Tensor t = detail::make_tensor(shape, o.dtype, o.device);
+  Tensor t = detail::make_tensor(shape, *o.dtype, *o.device);
   fill(t);
   if (o.requires_grad) t.requires_grad_(true);
   return t;
@@ -120,34 +120,38 @@ void set_rng_state(const GeneratorState& state) { detail::default_generator().se
 
 // ---- creation -----------------------------------------------------------------------------------
 
-Tensor rand(const Shape& shape, const TensorOptions& options) {
-  check_floating_dtype("rand", options.dtype, "; use randint for integers");
+Tensor rand(const Shape& shape, const TensorOptions& o) {
+  const TensorOptions options = o.resolved();
+  check_floating_dtype("rand", *options.dtype, "; use randint for integers");
   return create("rand", shape, options, [](const Tensor& t) { fill_uniform(t, 0.0, 1.0); });
 }
 
-Tensor randn(const Shape& shape, const TensorOptions& options) {
-  check_floating_dtype("randn", options.dtype, "");
+Tensor randn(const Shape& shape, const TensorOptions& o) {
+  const TensorOptions options = o.resolved();
+  check_floating_dtype("randn", *options.dtype, "");
   return create("randn", shape, options, [](const Tensor& t) { fill_normal(t, 0.0, 1.0); });
 }
 
-Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& options) {
+Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& o) {
+  const TensorOptions options = o.resolved(kInt64);
   RTX_CHECK(low < high, ValueError, "[randint] expected low < high, but got low={} and high={}", low, high);
-  const IntRange exact = exact_integers(options.dtype);
+  const IntRange exact = exact_integers(*options.dtype);
   RTX_CHECK(low >= exact.min && (exact.end == 0 || high <= exact.end), ValueError,
             "[randint] the range [{}, {}) does not fit dtype {}, which holds the integers of [{}, {}) exactly", low,
-            high, options.dtype, exact.min, exact.end);
+            high, *options.dtype, exact.min, exact.end);
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   return create("randint", shape, options, [&](const Tensor& t) {
     launch(kernels::randint_kernel, t, t.numel(), philox::RandintDraw::kPerCounter, low, range);
   });
 }
 
-Tensor randperm(int64_t n, const TensorOptions& options) {
+Tensor randperm(int64_t n, const TensorOptions& o) {
+  const TensorOptions options = o.resolved(kInt64);
   RTX_CHECK(n >= 0, ValueError, "[randperm] n must be nonnegative, got {}", n);
-  RTX_CHECK(options.dtype != kBool, DTypeError, "[randperm] bool cannot hold a permutation; use an integer dtype");
-  const int64_t max_n = exact_integers(options.dtype).end;
+  RTX_CHECK(*options.dtype != kBool, DTypeError, "[randperm] bool cannot hold a permutation; use an integer dtype");
+  const int64_t max_n = exact_integers(*options.dtype).end;
   RTX_CHECK(max_n == 0 || n <= max_n, ValueError, "[randperm] n = {} is too large for dtype {} (at most {})", n,
-            options.dtype, max_n);
+            *options.dtype, max_n);
   return create("randperm", {n}, options, [&](const Tensor& t) {
     launch(kernels::randperm_kernel, t, n, philox::KeyDraw::kPerCounter);
   });

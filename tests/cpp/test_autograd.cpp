@@ -3,22 +3,16 @@
 // functions, checkpointing, anomaly mode, deep graphs and broadcast gradient reduction.
 #include <atomic>
 #include <cmath>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "test_utils.h"
 
-namespace rtx {
+namespace rtx::testing {
 namespace {
 
-using testing::all_close;
-using testing::gradcheck;
-using testing::gradgradcheck;
-using testing::make;
-using testing::throws;
-using testing::values;
-
-class AutogradTest : public testing::DeviceTest {
+class AutogradTest : public DeviceTest {
  protected:
   Tensor leaf(const std::vector<double>& v, const Shape& shape) const { return make(v, shape, dev()).requires_grad_(); }
   Tensor vec(const std::vector<double>& v, const Shape& shape) const { return make(v, shape, dev()); }
@@ -379,7 +373,7 @@ TEST_P(AutogradTest, SavedTensorModifiedInPlace) {
 TEST_P(AutogradTest, InPlaceOnNonLeafRecords) {
   const Tensor x = leaf({0.3, -0.7, 1.1}, {3});
   const Tensor y = leaf({1.2, 0.4, -0.9}, {3});
-  const std::vector<testing::Fn> fns = {
+  const std::vector<Fn> fns = {
       [](const TensorList& in) { Tensor c = in[0].clone(); return TensorList{c.mul_(in[1])}; },
       [](const TensorList& in) { Tensor c = in[0].clone(); c.exp_(); c.mul_(in[1]); return TensorList{c.sub_(in[0])}; },
       [](const TensorList& in) { Tensor c = in[0] * in[1]; c.sin_(); c.pow_(2); return TensorList{c * in[0]}; },
@@ -400,6 +394,47 @@ TEST_P(AutogradTest, InPlaceOnNonLeafRecords) {
   acc.backward(ones_like(acc));
   EXPECT_TRUE(all_close(x.grad(), y.detach()));
   EXPECT_TRUE(all_close(y.grad(), x.detach()));
+}
+
+TEST_P(AutogradTest, InPlaceOnTensorsWithoutHistory) {
+  const Tensor x = leaf({0.5, -1.5, 2.0}, {3});
+  const Tensor mask = vec({1, 0, 0}, {3}).to(kBool);
+  // Every in-place path on a tensor without an autograd record, with and without grad mode.
+  for (bool grad_mode : {true, false}) {
+    std::optional<NoGradGuard> ng;
+    if (!grad_mode) ng.emplace();
+    Tensor p = vec({1, 2, 3}, {3});
+    p.add_(1).mul_(2).exp_().log_().clamp_(0, 7).masked_fill_(mask, -1);
+    p.copy_(p * 1);
+    EXPECT_TRUE(all_close(p, vec({-1, 6, 7}, {3})));
+    uniform_(p.fill_(4)).zero_();
+    EXPECT_TRUE(p.is_leaf());
+    EXPECT_FALSE(p.requires_grad());
+    EXPECT_FALSE(p.grad_fn());
+  }
+  // A leaf whose requires_grad was switched off has a record but no history.
+  Tensor off = vec({1, 2, 3}, {3});
+  off.requires_grad_().requires_grad_(false);
+  off.add_(1);
+  EXPECT_FALSE(off.requires_grad());
+  off.mul_(x);  // takes history from x
+  EXPECT_TRUE(off.requires_grad());
+  off.sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), vec({2, 3, 4}, {3})));
+  // A result computed under NoGradGuard has no history.
+  Tensor r;
+  {
+    NoGradGuard ng;
+    r = x * 2;
+  }
+  EXPECT_FALSE(r.requires_grad());
+  r.sub_(1).sqrt_();
+  EXPECT_TRUE(r.is_leaf());
+  r.add_(x);
+  EXPECT_TRUE(r.requires_grad());
+  x.grad().zero_();
+  r.sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), vec({1, 1, 1}, {3})));
 }
 
 TEST_P(AutogradTest, InPlaceOnViewsOfTensorsRequiringGrad) {
@@ -540,7 +575,7 @@ TEST_P(AutogradTest, CustomFunctionReturningItsInput) {
 // ---- checkpointing ------------------------------------------------------------------------------
 
 TEST_P(AutogradTest, CheckpointGivesTheSameGradients) {
-  const testing::Fn fn = [](const TensorList& in) {
+  const Fn fn = [](const TensorList& in) {
     Tensor h = (in[0] * in[1]).tanh();
     return TensorList{h * h + in[0].exp(), h.sin()};
   };
@@ -558,14 +593,14 @@ TEST_P(AutogradTest, CheckpointGivesTheSameGradients) {
   EXPECT_TRUE(all_close(x.grad(), gd[0]));
   EXPECT_TRUE(all_close(w.grad(), gd[1]));
   EXPECT_EQ(w.grad().sizes(), Shape({1}));
-  const testing::Fn checkpointed = [&](const TensorList& in) { return autograd::checkpoint(fn, in); };
+  const Fn checkpointed = [&](const TensorList& in) { return autograd::checkpoint(fn, in); };
   EXPECT_TRUE(gradcheck(checkpointed, {x, w}));
   // Inputs that do not require grad: nothing recorded.
   EXPECT_FALSE(autograd::checkpoint(fn, {x.detach(), w.detach()})[0].requires_grad());
 }
 
 TEST_P(AutogradTest, CheckpointReplaysRandomNumbers) {
-  const testing::Fn fn = [](const TensorList& in) {
+  const Fn fn = [](const TensorList& in) {
     Tensor mask = rand_like(in[0]);
     return TensorList{in[0] * mask + in[0].sin() * rand(in[0].sizes(), TensorOptions(kFloat64, in[0].device()))};
   };
@@ -706,4 +741,4 @@ TEST_P(AutogradTest, GradientsAreContiguous) {
 }
 
 }  // namespace
-}  // namespace rtx
+}  // namespace rtx::testing

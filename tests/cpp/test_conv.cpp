@@ -2,7 +2,9 @@
 // (depthwise too), 1x1 kernels, batched and unbatched inputs, non-contiguous inputs, every float dtype,
 // a convolution large enough for BLAS threading (forward and both gradients against loops); max pooling
 // values, indices and NaN propagation, average pooling with ceil_mode and count_include_pad, adaptive
-// pooling with uneven windows; first and second order gradients of all of them; every error.
+// pooling with uneven windows; first and second order gradients of all of them; every error; library
+// convolutions in exact float32 by default and TF32 when allowed, 16-bit and deterministic mode; max
+// pooling gradients over overlapping windows and average pools with large windows.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -15,51 +17,15 @@
 
 #include "test_utils.h"
 
-namespace rtx {
+namespace rtx::testing {
 namespace {
 
-using testing::all_close;
-using testing::gradcheck;
-using testing::gradgradcheck;
-using testing::make;
-using testing::throws;
-using testing::values;
-
-class ConvTest : public testing::DeviceTest {};
+class ConvTest : public DeviceTest {};
 INSTANTIATE_DEVICE_TESTS(ConvTest);
 
 using Pair = std::array<int64_t, 2>;
 
 // ---- data ---------------------------------------------------------------------------------------
-
-uint64_t lcg(uint64_t& state) {
-  state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-  return state >> 33;
-}
-
-int64_t numel(const Shape& s) { return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()); }
-
-// Multiples of 0.25 in [-2, 2]: exact in every float type.
-std::vector<double> quarters(int64_t n, uint64_t seed) {
-  std::vector<double> v(static_cast<size_t>(n));
-  for (auto& x : v) x = (static_cast<double>(lcg(seed) % 17) - 8.0) * 0.25;
-  return v;
-}
-
-// Distinct values in [-1.5, 1.5] (no ties: max pooling's gradient is well defined).
-std::vector<double> smooth(int64_t n, uint64_t seed) {
-  std::vector<double> v(static_cast<size_t>(n));
-  for (auto& x : v) x = (static_cast<double>(lcg(seed) % 1000003) / 1000003.0 - 0.5) * 3.0;
-  return v;
-}
-
-Tensor data(const Shape& shape, uint64_t seed, Device dev, DType dt = kFloat64) {
-  return make(quarters(numel(shape), seed), shape, dev, dt);
-}
-
-Tensor leaf(const Shape& shape, uint64_t seed, Device dev) {
-  return make(smooth(numel(shape), seed), shape, dev).requires_grad_();
-}
 
 // Element (n, c, h, w) of a row-major [N, C, H, W] buffer.
 struct Nchw {
@@ -136,8 +102,8 @@ TEST_P(ConvTest, Conv2dForward) {
   for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
     uint64_t seed = 1;
     for (const ConvCase& c : kConvCases) {
-      const Tensor x = data(c.x, seed++, dev(), dt), w = data(c.w, seed++, dev(), dt);
-      const Tensor b = c.bias ? data({c.w[0]}, seed++, dev(), dt) : Tensor();
+      const Tensor x = quarter_tensor(c.x, seed++, dev(), dt), w = quarter_tensor(c.w, seed++, dev(), dt);
+      const Tensor b = c.bias ? quarter_tensor({c.w[0]}, seed++, dev(), dt) : Tensor();
       const Tensor out = run_conv(x, w, b, c);
       EXPECT_EQ(out.dtype(), dt);
       const double rtol = dt == kBFloat16 ? 1e-2 : dt == kFloat16 ? 2e-3 : -1;
@@ -149,31 +115,31 @@ TEST_P(ConvTest, Conv2dForward) {
 
 TEST_P(ConvTest, Conv2dUnbatchedAndNonContiguous) {
   const ConvCase& c = kConvCases[0];
-  const Tensor x = data({4, 7, 6}, 1, dev()), w = data(c.w, 2, dev()), b = data({6}, 3, dev());
+  const Tensor x = quarter_tensor({4, 7, 6}, 1, dev()), w = quarter_tensor(c.w, 2, dev()), b = quarter_tensor({6}, 3, dev());
   const Tensor out = run_conv(x, w, b, c);
   EXPECT_EQ(out.dim(), 3);
   EXPECT_TRUE(all_close(out, ref_conv(x, w, b, c)));
   // Channels-last memory and a transposed weight.
-  const Tensor xc = data({2, 7, 6, 4}, 4, dev()).permute({0, 3, 1, 2});
-  const Tensor wt = data({6, 2, 2, 3}, 5, dev()).transpose(2, 3);
+  const Tensor xc = quarter_tensor({2, 7, 6, 4}, 4, dev()).permute({0, 3, 1, 2});
+  const Tensor wt = quarter_tensor({6, 2, 2, 3}, 5, dev()).transpose(2, 3);
   EXPECT_TRUE(all_close(run_conv(xc, wt, b, c), ref_conv(xc, wt, b, c)));
   // A 1-value stride/padding/dilation applies to both dims.
-  const Tensor y = conv2d(data({1, 2, 6, 6}, 6, dev()), data({3, 2, 2, 2}, 7, dev()), {}, {2}, {1}, {2});
+  const Tensor y = conv2d(quarter_tensor({1, 2, 6, 6}, 6, dev()), quarter_tensor({3, 2, 2, 2}, 7, dev()), {}, {2}, {1}, {2});
   const ConvCase same{{1, 2, 6, 6}, {3, 2, 2, 2}, {2, 2}, {1, 1}, {2, 2}, 1, false};
-  EXPECT_TRUE(all_close(y, ref_conv(data({1, 2, 6, 6}, 6, dev()), data({3, 2, 2, 2}, 7, dev()), {}, same)));
+  EXPECT_TRUE(all_close(y, ref_conv(quarter_tensor({1, 2, 6, 6}, 6, dev()), quarter_tensor({3, 2, 2, 2}, 7, dev()), {}, same)));
   // No images: an empty output of the right shape.
-  EXPECT_EQ(run_conv(data({0, 4, 7, 6}, 8, dev()), w, b, c).sizes(), (Shape{0, 6, 3, 9}));
+  EXPECT_EQ(run_conv(quarter_tensor({0, 4, 7, 6}, 8, dev()), w, b, c).sizes(), (Shape{0, 6, 3, 9}));
 }
 
 TEST_P(ConvTest, Conv2dLargeMatchesLoopsWithGradients) {
   // Every GEMM is large enough for BLAS threading (images one after another).
   const ConvCase c{{2, 16, 16, 16}, {32, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2, true};
   for (DType dt : {kFloat64, kFloat32}) {
-    const Tensor x = data(c.x, 1, dev(), dt).requires_grad_(), w = data(c.w, 2, dev(), dt).requires_grad_();
-    const Tensor b = data({32}, 3, dev(), dt).requires_grad_();
+    const Tensor x = quarter_tensor(c.x, 1, dev(), dt).requires_grad_(), w = quarter_tensor(c.w, 2, dev(), dt).requires_grad_();
+    const Tensor b = quarter_tensor({32}, 3, dev(), dt).requires_grad_();
     const Tensor out = run_conv(x, w, b, c);
     EXPECT_TRUE(all_close(out, ref_conv(x, w, b, c), 1e-5, 1e-4));
-    const Tensor g = data(out.sizes(), 4, dev(), dt);
+    const Tensor g = quarter_tensor(out.sizes(), 4, dev(), dt);
     out.backward(g);
     const auto gv = values(g), xv = values(x), wv = values(w);
     std::vector<double> gx(xv.size(), 0.0), gw(wv.size(), 0.0), gb(32, 0.0);
@@ -193,17 +159,17 @@ TEST_P(ConvTest, Conv2dGradients) {
   for (const ConvCase& c : kConvCases) {
     Shape xs = c.x;
     xs[0] = std::min<int64_t>(xs[0], 2);
-    TensorList in{leaf(xs, seed++, dev()), leaf(c.w, seed++, dev())};
-    if (c.bias) in.push_back(leaf({c.w[0]}, seed++, dev()));
+    TensorList in{leaf(xs, dev(), seed++), leaf(c.w, dev(), seed++)};
+    if (c.bias) in.push_back(leaf({c.w[0]}, dev(), seed++));
     EXPECT_TRUE(gradcheck([&](const TensorList& t) { return TensorList{run_conv(t[0], t[1], c.bias ? t[2] : Tensor(), c)}; }, in))
         << "x " << ::testing::PrintToString(c.x) << " w " << ::testing::PrintToString(c.w);
   }
   // Unbatched input; only the weight requiring grad.
   const ConvCase& c = kConvCases[0];
   EXPECT_TRUE(gradcheck([&](const TensorList& t) { return TensorList{run_conv(t[0], t[1], t[2], c)}; },
-                        {leaf({4, 5, 4}, 1, dev()), leaf(c.w, 2, dev()), leaf({6}, 3, dev())}));
+                        {leaf({4, 5, 4}, dev(), 1), leaf(c.w, dev(), 2), leaf({6}, dev(), 3)}));
   const Tensor x = make(smooth(2 * 4 * 7 * 6, 4), c.x, dev());
-  EXPECT_TRUE(gradcheck([&](const TensorList& t) { return TensorList{run_conv(x, t[0], {}, c)}; }, {leaf(c.w, 5, dev())}));
+  EXPECT_TRUE(gradcheck([&](const TensorList& t) { return TensorList{run_conv(x, t[0], {}, c)}; }, {leaf(c.w, dev(), 5)}));
 }
 
 TEST_P(ConvTest, Conv2dSecondOrderGradients) {
@@ -213,14 +179,14 @@ TEST_P(ConvTest, Conv2dSecondOrderGradients) {
   };
   uint64_t seed = 20;
   for (const ConvCase& c : cases) {
-    TensorList in{leaf(c.x, seed++, dev()), leaf(c.w, seed++, dev())};
-    if (c.bias) in.push_back(leaf({c.w[0]}, seed++, dev()));
+    TensorList in{leaf(c.x, dev(), seed++), leaf(c.w, dev(), seed++)};
+    if (c.bias) in.push_back(leaf({c.w[0]}, dev(), seed++));
     EXPECT_TRUE(gradgradcheck([&](const TensorList& t) { return TensorList{run_conv(t[0], t[1], c.bias ? t[2] : Tensor(), c)}; }, in))
         << "w " << ::testing::PrintToString(c.w);
   }
   // Third order through the backward ops' own backward formulas.
   const ConvCase& c = cases[0];
-  const Tensor x = leaf(c.x, 30, dev()), w = leaf(c.w, 31, dev());
+  const Tensor x = leaf(c.x, dev(), 30), w = leaf(c.w, dev(), 31);
   const Tensor gx = autograd::grad({(run_conv(x, w, {}, c) * run_conv(x, w, {}, c)).sum()}, {x}, {}, std::nullopt, true)[0];
   const Tensor gxx = autograd::grad({(gx * gx).sum()}, {w}, {}, std::nullopt, true)[0];
   EXPECT_EQ(gxx.sizes(), c.w);
@@ -347,7 +313,7 @@ TEST_P(ConvTest, MaxPool2d) {
   for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16, kInt64}) {
     uint64_t seed = 1;
     for (const PoolCase& c : kPoolCases) {
-      const Tensor x = data(c.x, seed++, dev(), dt);
+      const Tensor x = quarter_tensor(c.x, seed++, dev(), dt);
       const auto [ev, ei] = ref_max_pool(x, c);
       const auto [v, i] = run_max_pool(x, c);
       EXPECT_EQ(v.dtype(), dt);
@@ -358,13 +324,13 @@ TEST_P(ConvTest, MaxPool2d) {
     }
   }
   // Default stride (the kernel size), unbatched input, a channels-last input.
-  const Tensor x = data({3, 6, 7}, 7, dev());
+  const Tensor x = quarter_tensor({3, 6, 7}, 7, dev());
   const auto [v3, i3] = max_pool2d_with_indices(x, {2});
   EXPECT_EQ(v3.sizes(), (Shape{3, 3, 3}));
   EXPECT_EQ(i3.sizes(), (Shape{3, 3, 3}));
   const PoolCase c0{{1, 3, 6, 7}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false};
   EXPECT_TRUE(all_close(v3, ref_max_pool(x.unsqueeze(0), c0).first.squeeze(0)));
-  const Tensor xc = data({2, 6, 7, 3}, 8, dev()).permute({0, 3, 1, 2});
+  const Tensor xc = quarter_tensor({2, 6, 7, 3}, 8, dev()).permute({0, 3, 1, 2});
   EXPECT_TRUE(all_close(max_pool2d(xc, {2}), ref_max_pool(xc, {{2, 3, 6, 7}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false}).first));
   // NaN propagates and its position is the index.
   std::vector<double> v(16, 1.0);
@@ -380,8 +346,8 @@ TEST_P(ConvTest, MaxPool2d) {
   empty_v.sum().backward();
   EXPECT_EQ(values(e.grad()), std::vector<double>(4, 0.0));
   // ceil_mode: a 5-wide input with kernel 2 gives 3 windows instead of 2.
-  EXPECT_EQ(max_pool2d(data({1, 1, 5, 5}, 9, dev()), {2}, {2}, {0}, {1}, true).sizes(), (Shape{1, 1, 3, 3}));
-  EXPECT_EQ(max_pool2d(data({1, 1, 5, 5}, 9, dev()), {2}).sizes(), (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(max_pool2d(quarter_tensor({1, 1, 5, 5}, 9, dev()), {2}, {2}, {0}, {1}, true).sizes(), (Shape{1, 1, 3, 3}));
+  EXPECT_EQ(max_pool2d(quarter_tensor({1, 1, 5, 5}, 9, dev()), {2}).sizes(), (Shape{1, 1, 2, 2}));
 }
 
 TEST_P(ConvTest, AvgPool2d) {
@@ -389,7 +355,7 @@ TEST_P(ConvTest, AvgPool2d) {
     uint64_t seed = 1;
     for (const PoolCase& c : kPoolCases) {
       if (c.d[0] != 1 || c.d[1] != 1) continue;
-      const Tensor x = data(c.x, seed++, dev(), dt);
+      const Tensor x = quarter_tensor(c.x, seed++, dev(), dt);
       for (bool include : {true, false})
         EXPECT_TRUE(all_close(run_avg_pool(x, c, include), ref_avg_pool(x, c, include), dt == kBFloat16 ? 1e-2 : -1))
             << dtype_name(dt) << " " << ::testing::PrintToString(c.x) << " count_include_pad " << include;
@@ -409,7 +375,7 @@ TEST_P(ConvTest, AvgPool2d) {
 
 TEST_P(ConvTest, AdaptiveAvgPool2d) {
   for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
-    const Tensor x = data({2, 3, 5, 7}, 1, dev(), dt);
+    const Tensor x = quarter_tensor({2, 3, 5, 7}, 1, dev(), dt);
     for (const Pair& o : {Pair{3, 4}, Pair{1, 1}, Pair{5, 7}, Pair{2, 3}, Pair{7, 9}})
       EXPECT_TRUE(all_close(adaptive_avg_pool2d(x, {o[0], o[1]}), ref_adaptive(x, o[0], o[1]), dt == kBFloat16 ? 1e-2 : -1))
           << dtype_name(dt) << " " << o[0] << "x" << o[1];
@@ -417,8 +383,8 @@ TEST_P(ConvTest, AdaptiveAvgPool2d) {
   // Windows [0, 2), [1, 4), [3, 5) of 0..4; a single value means both sizes; unbatched input.
   const Tensor r = make({0, 1, 2, 3, 4}, {1, 1, 5}, dev());
   EXPECT_TRUE(all_close(adaptive_avg_pool2d(r, {1, 3}), make({0.5, 2.0, 3.5}, {1, 1, 3})));
-  EXPECT_EQ(adaptive_avg_pool2d(data({1, 2, 6, 6}, 2, dev()), {2}).sizes(), (Shape{1, 2, 2, 2}));
-  EXPECT_EQ(adaptive_avg_pool2d(data({2, 6, 6}, 3, dev()), {0, 2}).sizes(), (Shape{2, 0, 2}));
+  EXPECT_EQ(adaptive_avg_pool2d(quarter_tensor({1, 2, 6, 6}, 2, dev()), {2}).sizes(), (Shape{1, 2, 2, 2}));
+  EXPECT_EQ(adaptive_avg_pool2d(quarter_tensor({2, 6, 6}, 3, dev()), {0, 2}).sizes(), (Shape{2, 0, 2}));
 }
 
 // ---- pooling gradients --------------------------------------------------------------------------
@@ -426,7 +392,7 @@ TEST_P(ConvTest, AdaptiveAvgPool2d) {
 TEST_P(ConvTest, PoolGradients) {
   uint64_t seed = 40;
   for (const PoolCase& c : kPoolCases) {
-    const Tensor x = leaf(c.x, seed++, dev());
+    const Tensor x = leaf(c.x, dev(), seed++);
     EXPECT_TRUE(gradcheck([&](const TensorList& t) { return TensorList{run_max_pool(t[0], c).values}; }, {x}))
         << "max " << ::testing::PrintToString(c.x);
     if (c.d[0] != 1 || c.d[1] != 1) continue;
@@ -438,11 +404,11 @@ TEST_P(ConvTest, PoolGradients) {
   const Tensor y = make({0, 0, 0, 0, 9, 0, 0, 0, 0}, {1, 1, 3, 3}, dev()).requires_grad_();
   max_pool2d(y, {2}, {1}).sum().backward();
   EXPECT_EQ(values(y.grad())[4], 4.0);
-  const Tensor z = leaf({2, 2, 5, 7}, 50, dev());
+  const Tensor z = leaf({2, 2, 5, 7}, dev(), 50);
   for (const Pair& o : {Pair{3, 4}, Pair{2, 2}, Pair{7, 9}})
     EXPECT_TRUE(gradcheck([&](const TensorList& t) { return TensorList{adaptive_avg_pool2d(t[0], {o[0], o[1]})}; }, {z}));
   EXPECT_TRUE(gradcheck([](const TensorList& t) { return TensorList{avg_pool2d(t[0], {3}, {2}, {1}, true, false)}; },
-                        {leaf({2, 5, 6}, 51, dev())}));
+                        {leaf({2, 5, 6}, dev(), 51)}));
 }
 
 TEST_P(ConvTest, PoolSecondOrderGradients) {
@@ -451,11 +417,11 @@ TEST_P(ConvTest, PoolSecondOrderGradients) {
   // in the incoming gradient (checked through a nonlinear use of the first gradient).
   const auto square = [](const Tensor& t) { return t * t; };
   EXPECT_TRUE(gradgradcheck([&](const TensorList& t) { return TensorList{square(run_max_pool(t[0], c).values)}; },
-                            {leaf(c.x, 60, dev())}));
+                            {leaf(c.x, dev(), 60)}));
   EXPECT_TRUE(gradgradcheck([&](const TensorList& t) { return TensorList{square(run_avg_pool(t[0], c, false))}; },
-                            {leaf(c.x, 61, dev())}));
+                            {leaf(c.x, dev(), 61)}));
   EXPECT_TRUE(gradgradcheck([&](const TensorList& t) { return TensorList{square(adaptive_avg_pool2d(t[0], {3, 2}))}; },
-                            {leaf({1, 2, 5, 4}, 62, dev())}));
+                            {leaf({1, 2, 5, 4}, dev(), 62)}));
 }
 
 TEST_P(ConvTest, SixteenBitGradients) {
@@ -463,8 +429,8 @@ TEST_P(ConvTest, SixteenBitGradients) {
   const PoolCase& pc = kPoolCases[1];
   // Every op's gradients in dt against the same computation in float64 (inputs exact in dt).
   const auto grads = [&](DType dt) {
-    const Tensor x = data(c.x, 1, dev(), dt).requires_grad_(), w = data(c.w, 2, dev(), dt).requires_grad_();
-    const Tensor p = data(pc.x, 3, dev(), dt).requires_grad_();
+    const Tensor x = quarter_tensor(c.x, 1, dev(), dt).requires_grad_(), w = quarter_tensor(c.w, 2, dev(), dt).requires_grad_();
+    const Tensor p = quarter_tensor(pc.x, 3, dev(), dt).requires_grad_();
     const Tensor loss = run_conv(x, w, {}, c).sum() + run_max_pool(p, pc).values.sum() + run_avg_pool(p, pc, false).sum() +
                         adaptive_avg_pool2d(p, {2, 3}).sum();
     loss.backward();
@@ -480,42 +446,142 @@ TEST_P(ConvTest, SixteenBitGradients) {
   }
 }
 
+// ---- library convolutions: precision, determinism; pooling kernels at scale -------------------
+
+TEST_P(ConvTest, Conv2dFloat32Precision) {
+  // x is 1 + 2^-14 everywhere: exact in float32, read as 1 by TF32 (a relative error of 6e-5).
+  const ConvCase c{{2, 16, 10, 10}, {8, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false};
+  const Tensor x = full(c.x, 1.0 + std::ldexp(1.0, -14), TensorOptions(kFloat32, dev()));
+  const Tensor w = ones(c.w, TensorOptions(kFloat32, dev()));
+  const Tensor expected = ref_conv(x, w, {}, c);
+  EXPECT_TRUE(all_close(run_conv(x, w, {}, c), expected, 2e-6, 0.0)) << "float32 must not use TF32 by default";
+  Float32PrecisionGuard guard("high");
+  EXPECT_TRUE(all_close(run_conv(x, w, {}, c), expected, 1e-3, 0.0));
+}
+
+TEST_P(ConvTest, Conv2dSixteenBitLarger) {
+  const ConvCase c{{2, 32, 12, 12}, {32, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4, true};
+  for (DType dt : {kFloat16, kBFloat16}) {
+    const Tensor x = quarter_tensor(c.x, 1, dev(), dt), w = quarter_tensor(c.w, 2, dev(), dt), b = quarter_tensor({32}, 3, dev(), dt);
+    const Tensor out = run_conv(x, w, b, c);
+    EXPECT_EQ(out.dtype(), dt);
+    EXPECT_TRUE(all_close(out, ref_conv(x, w, b, c), dt == kBFloat16 ? 1e-2 : 2e-3, 5e-2)) << dtype_name(dt);
+  }
+}
+
+TEST_P(ConvTest, Conv2dDeterministicMode) {
+  DeterministicGuard deterministic;
+  const ConvCase c{{4, 8, 12, 12}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true};
+  for (DType dt : {kFloat32, kFloat64, kBFloat16}) {
+    // Forward and both gradients, three times: bitwise equal every time.
+    const auto run = [&] {
+      const Tensor x = make(smooth(numel(c.x), 1), c.x, dev(), dt).requires_grad_();
+      const Tensor w = make(smooth(numel(c.w), 2), c.w, dev(), dt).requires_grad_();
+      const Tensor b = make(smooth(16, 3), {16}, dev(), dt).requires_grad_();
+      const Tensor out = run_conv(x, w, b, c);
+      out.backward(make(smooth(out.numel(), 4), out.sizes(), dev(), dt));
+      return std::vector<std::vector<double>>{values(out), values(x.grad()), values(w.grad()), values(b.grad())};
+    };
+    const auto first = run();
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(run(), first) << dtype_name(dt);
+    }
+  }
+}
+
+TEST_P(ConvTest, MaxPool2dBackwardOverlappingWindows) {
+  // Many ties and heavily overlapping windows: the gradient of every input is the sum of the output
+  // gradients whose max it is (exact here: sums of multiples of 0.25), the same on every run.
+  const std::vector<PoolCase> cases = {{{3, 4, 17, 19}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false},
+                                       {{2, 3, 20, 21}, {4, 3}, {2, 1}, {2, 1}, {2, 2}, true}};
+  for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+    uint64_t seed = 70;
+    for (const PoolCase& c : cases) {
+      const Tensor x = quarter_tensor(c.x, seed++, dev(), dt);
+      const auto [ev, ei] = ref_max_pool(x, c);
+      const Tensor g = quarter_tensor(ev.sizes(), seed++, dev(), dt);
+      const auto gv = values(g), iv = values(ei);
+      const int64_t plane_out = ev.size(2) * ev.size(3), plane_in = c.x[2] * c.x[3];
+      std::vector<double> expected(static_cast<size_t>(numel(c.x)), 0.0);
+      for (size_t i = 0; i < gv.size(); ++i)
+        if (iv[i] >= 0) expected[static_cast<size_t>(static_cast<int64_t>(i) / plane_out * plane_in + static_cast<int64_t>(iv[i]))] += gv[i];
+      std::vector<double> first;
+      for (int run = 0; run < 2; ++run) {
+        const Tensor leaf_x = x.detach().requires_grad_();
+        run_max_pool(leaf_x, c).values.backward(g);
+        EXPECT_TRUE(all_close(leaf_x.grad(), make(expected, c.x), 0.0, 0.0)) << dtype_name(dt);
+        if (run == 0) {
+          first = values(leaf_x.grad());
+        } else {
+          EXPECT_EQ(values(leaf_x.grad()), first) << dtype_name(dt);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(ConvTest, AveragePoolsLargeWindows) {
+  // Windows large enough for a warp per output; gradients checked as the adjoint of the forward:
+  // <pool(x), g> = <x, pool_backward(g)>.
+  const Tensor x = quarter_tensor({2, 3, 40, 70}, 80, dev(), kFloat32);
+  for (const Pair& o : {Pair{1, 1}, Pair{3, 4}, Pair{2, 70}, Pair{41, 3}})
+    EXPECT_TRUE(all_close(adaptive_avg_pool2d(x, {o[0], o[1]}), ref_adaptive(x, o[0], o[1]))) << o[0] << "x" << o[1];
+  const PoolCase c{{2, 3, 40, 70}, {9, 9}, {3, 4}, {4, 3}, {1, 1}, true};
+  for (bool include : {true, false})
+    EXPECT_TRUE(all_close(run_avg_pool(x, c, include), ref_avg_pool(x, c, include))) << include;
+  const Tensor x64 = make(smooth(2 * 3 * 40 * 70, 81), {2, 3, 40, 70}, dev()).requires_grad_();
+  const std::vector<std::function<Tensor(const Tensor&)>> pools = {
+      [](const Tensor& t) { return adaptive_avg_pool2d(t, {1, 1}); },
+      [](const Tensor& t) { return adaptive_avg_pool2d(t, {3, 4}); },
+      [](const Tensor& t) { return adaptive_avg_pool2d(t, {41, 3}); },
+      [&](const Tensor& t) { return run_avg_pool(t, c, true); },
+      [&](const Tensor& t) { return run_avg_pool(t, c, false); },
+  };
+  for (size_t i = 0; i < pools.size(); ++i) {
+    const Tensor y = pools[i](x64);
+    const Tensor g = make(smooth(y.numel(), 90 + i), y.sizes(), dev());
+    const Tensor gx = autograd::grad({(y * g).sum()}, {x64})[0];
+    const double lhs = (y * g).sum().item<double>(), rhs = (x64 * gx).sum().item<double>();
+    EXPECT_NEAR(lhs, rhs, 1e-9 * (1.0 + std::fabs(lhs))) << "pool " << i;
+  }
+}
+
 // ---- errors -------------------------------------------------------------------------------------
 
 TEST_P(ConvTest, Conv2dErrors) {
-  const Tensor x = data({1, 4, 5, 5}, 1, dev()), w = data({6, 2, 3, 3}, 2, dev());
+  const Tensor x = quarter_tensor({1, 4, 5, 5}, 1, dev()), w = quarter_tensor({6, 2, 3, 3}, 2, dev());
   const auto conv = [&](const Tensor& a, const Tensor& b, const Tensor& bias = {}, const Shape& s = {1, 1},
                         const Shape& p = {0, 0}, const Shape& d = {1, 1}, int64_t g = 2) {
     return conv2d(a, b, bias, s, p, d, g);
   };
-  EXPECT_TRUE(throws<ShapeError>([&] { conv(data({4, 5}, 3, dev()), w); },
+  EXPECT_TRUE(throws<ShapeError>([&] { conv(quarter_tensor({4, 5}, 3, dev()), w); },
                                  "[conv2d] expected a 3-d (C, H, W) or 4-d (N, C, H, W) input, got shape [4, 5]"));
-  EXPECT_TRUE(throws<ShapeError>([&] { conv(x, data({6, 2, 3}, 3, dev())); },
+  EXPECT_TRUE(throws<ShapeError>([&] { conv(x, quarter_tensor({6, 2, 3}, 3, dev())); },
                                  "[conv2d] expected a 4-d weight (out_channels, in_channels / groups, kH, kW), got shape [6, 2, 3]"));
   EXPECT_TRUE(throws<DTypeError>([&] { conv(x.to(kInt64), w.to(kInt64)); }, "[conv2d] expected a floating point input, got int64"));
   EXPECT_TRUE(throws<DTypeError>([&] { conv(x, w.to(kFloat32)); }, "[conv2d] input (float64) and weight (float32) must have the same dtype"));
-  EXPECT_TRUE(throws<DTypeError>([&] { conv(x, w, data({6}, 3, dev(), kFloat32)); },
+  EXPECT_TRUE(throws<DTypeError>([&] { conv(x, w, quarter_tensor({6}, 3, dev(), kFloat32)); },
                                  "[conv2d] input (float64) and bias (float32) must have the same dtype"));
-  EXPECT_TRUE(throws<ShapeError>([&] { conv(x, w, data({5}, 3, dev())); }, "[conv2d] expected a bias of shape [6] (out_channels), got [5]"));
+  EXPECT_TRUE(throws<ShapeError>([&] { conv(x, w, quarter_tensor({5}, 3, dev())); }, "[conv2d] expected a bias of shape [6] (out_channels), got [5]"));
   EXPECT_TRUE(throws<ValueError>([&] { conv(x, w, {}, {0, 1}); }, "[conv2d] stride must be positive, got [0, 1]"));
   EXPECT_TRUE(throws<ValueError>([&] { conv(x, w, {}, {1, 1}, {0, 0}, {1, 0}); }, "[conv2d] dilation must be positive, got [1, 0]"));
   EXPECT_TRUE(throws<ValueError>([&] { conv(x, w, {}, {1, 1}, {-1, 0}); }, "[conv2d] padding must be nonnegative, got [-1, 0]"));
   EXPECT_TRUE(throws<ValueError>([&] { conv(x, w, {}, {1, 1, 1}); }, "[conv2d] stride must have 1 or 2 values, got [1, 1, 1]"));
   EXPECT_TRUE(throws<ValueError>([&] { conv(x, w, {}, {1, 1}, {0, 0}, {1, 1}, 0); }, "[conv2d] groups must be positive, got 0"));
-  EXPECT_TRUE(throws<ShapeError>([&] { conv(data({1, 5, 5, 5}, 3, dev()), w); },
+  EXPECT_TRUE(throws<ShapeError>([&] { conv(quarter_tensor({1, 5, 5, 5}, 3, dev()), w); },
                                  "[conv2d] input channels 5 (input shape [1, 5, 5, 5]) are not divisible by groups 2"));
-  EXPECT_TRUE(throws<ShapeError>([&] { conv(x, data({5, 2, 3, 3}, 3, dev())); },
+  EXPECT_TRUE(throws<ShapeError>([&] { conv(x, quarter_tensor({5, 2, 3, 3}, 3, dev())); },
                                  "[conv2d] out_channels 5 (weight shape [5, 2, 3, 3]) are not divisible by groups 2"));
-  EXPECT_TRUE(throws<ShapeError>([&] { conv(x, data({6, 3, 3, 3}, 3, dev()), {}, {1, 1}, {0, 0}, {1, 1}, 1); },
+  EXPECT_TRUE(throws<ShapeError>([&] { conv(x, quarter_tensor({6, 3, 3, 3}, 3, dev()), {}, {1, 1}, {0, 0}, {1, 1}, 1); },
                                  "[conv2d] weight of shape [6, 3, 3, 3] expects 3 input channels (3 per group x 1 groups), "
                                  "but the input of shape [1, 4, 5, 5] has 4"));
-  EXPECT_TRUE(throws<ShapeError>([&] { conv(x, data({6, 2, 3, 3}, 3, dev()), {}, {1, 1}, {0, 0}, {3, 1}); },
+  EXPECT_TRUE(throws<ShapeError>([&] { conv(x, quarter_tensor({6, 2, 3, 3}, 3, dev()), {}, {1, 1}, {0, 0}, {3, 1}); },
                                  "[conv2d] the kernel of (dilated) size [7, 3] is larger than the padded input of size [5, 5]"));
   EXPECT_TRUE(throws<ValueError>([&] { conv(x, Tensor()); }, "[conv2d] weight is an undefined tensor"));
 }
 
 TEST_P(ConvTest, PoolErrors) {
-  const Tensor x = data({1, 2, 5, 5}, 1, dev());
+  const Tensor x = quarter_tensor({1, 2, 5, 5}, 1, dev());
   EXPECT_TRUE(throws<ValueError>([&] { max_pool2d(x, {0, 2}); }, "[max_pool2d] kernel_size must be positive, got [0, 2]"));
   EXPECT_TRUE(throws<ValueError>([&] { max_pool2d(x, {2}, {2, 0}); }, "[max_pool2d] stride must be positive, got [2, 0]"));
   EXPECT_TRUE(throws<ValueError>([&] { max_pool2d(x, {2}, {}, {0}, {0}); }, "[max_pool2d] dilation must be positive, got [0, 0]"));
@@ -523,18 +589,18 @@ TEST_P(ConvTest, PoolErrors) {
   EXPECT_TRUE(throws<ValueError>([&] { max_pool2d(x, {3}, {1}, {2}); },
                                  "[max_pool2d] padding [2, 2] must be at most half of kernel_size [3, 3]"));
   EXPECT_TRUE(throws<ValueError>([&] { avg_pool2d(x, {2, 2, 2}); }, "[avg_pool2d] kernel_size must have 1 or 2 values, got [2, 2, 2]"));
-  EXPECT_TRUE(throws<ShapeError>([&] { max_pool2d(data({1, 1, 2, 2}, 2, dev()), {3}); },
+  EXPECT_TRUE(throws<ShapeError>([&] { max_pool2d(quarter_tensor({1, 1, 2, 2}, 2, dev()), {3}); },
                                  "[max_pool2d] the output size [0, 0] is too small: input shape [1, 1, 2, 2], kernel_size [3, 3]"));
-  EXPECT_TRUE(throws<ShapeError>([&] { avg_pool2d(data({1, 6, 2}, 2, dev()), {3}); }, "[avg_pool2d] the output size [2, 0] is too small"));
-  EXPECT_TRUE(throws<ShapeError>([&] { avg_pool2d(data({4}, 2, dev()), {2}); },
+  EXPECT_TRUE(throws<ShapeError>([&] { avg_pool2d(quarter_tensor({1, 6, 2}, 2, dev()), {3}); }, "[avg_pool2d] the output size [2, 0] is too small"));
+  EXPECT_TRUE(throws<ShapeError>([&] { avg_pool2d(quarter_tensor({4}, 2, dev()), {2}); },
                                  "[avg_pool2d] expected a 3-d (C, H, W) or 4-d (N, C, H, W) input, got shape [4]"));
-  EXPECT_TRUE(throws<ShapeError>([&] { max_pool2d(data({1, 2, 0, 4}, 2, dev()), {2}); },
+  EXPECT_TRUE(throws<ShapeError>([&] { max_pool2d(quarter_tensor({1, 2, 0, 4}, 2, dev()), {2}); },
                                  "[max_pool2d] expected nonzero channel and spatial sizes, got input shape [1, 2, 0, 4]"));
   EXPECT_TRUE(throws<DTypeError>([&] { avg_pool2d(x.to(kInt64), {2}); }, "[avg_pool2d] expected a floating point input, got int64"));
   EXPECT_TRUE(throws<DTypeError>([&] { max_pool2d(x.to(kBool), {2}); }, "[max_pool2d] not supported for bool tensors"));
   EXPECT_TRUE(throws<ValueError>([&] { adaptive_avg_pool2d(x, {-1, 2}); }, "[adaptive_avg_pool2d] output_size must be nonnegative, got [-1, 2]"));
   EXPECT_TRUE(throws<ValueError>([&] { adaptive_avg_pool2d(x, {1, 2, 3}); }, "[adaptive_avg_pool2d] output_size must have 1 or 2 values"));
-  EXPECT_TRUE(throws<ShapeError>([&] { adaptive_avg_pool2d(data({1, 2, 0, 3}, 2, dev()), {2}); },
+  EXPECT_TRUE(throws<ShapeError>([&] { adaptive_avg_pool2d(quarter_tensor({1, 2, 0, 3}, 2, dev()), {2}); },
                                  "[adaptive_avg_pool2d] expected nonzero channel and spatial sizes, got input shape [1, 2, 0, 3]"));
   EXPECT_TRUE(throws<DTypeError>([&] { adaptive_avg_pool2d(x.to(kInt32), {2}); }, "[adaptive_avg_pool2d] expected a floating point input, got int32"));
   EXPECT_TRUE(throws<ValueError>([&] { max_pool2d(Tensor(), {2}); }, "[max_pool2d] input is an undefined tensor"));
@@ -542,9 +608,9 @@ TEST_P(ConvTest, PoolErrors) {
 
 TEST_P(ConvTest, DeviceMismatch) {
   if (dev().is_cpu()) GTEST_SKIP() << "needs a second device";
-  EXPECT_TRUE(throws<DeviceError>([&] { conv2d(data({1, 2, 4, 4}, 1, dev()), data({2, 2, 3, 3}, 2, Device(kCPU))); },
+  EXPECT_TRUE(throws<DeviceError>([&] { conv2d(quarter_tensor({1, 2, 4, 4}, 1, dev()), quarter_tensor({2, 2, 3, 3}, 2, Device(kCPU))); },
                                   "[conv2d] expected all tensors on one device"));
 }
 
 }  // namespace
-}  // namespace rtx
+}  // namespace rtx::testing

@@ -27,6 +27,28 @@ TEST(CudaRuntime, UnavailableRaisesDeviceError) {
   EXPECT_TRUE(throws<DeviceError>([] { ones({2}).cuda(); }, "CUDA"));
   EXPECT_TRUE(throws<DeviceError>([] { cuda::synchronize(); }, "not available"));
   EXPECT_TRUE(throws<DeviceError>([] { cuda::Stream::create(); }, "not available"));
+  EXPECT_FALSE(ones({2}).is_pinned());
+  EXPECT_TRUE(throws<DeviceError>([] { ones({2}).pin_memory(); }, "[pin_memory]"));
+}
+
+TEST(CudaRuntime, PinnedMemoryAndNonBlockingMoves) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor host = arange(0, 1 << 16, 1, TensorOptions(kFloat32));
+  EXPECT_FALSE(host.is_pinned());
+  const Tensor pinned = host.pin_memory();
+  EXPECT_TRUE(pinned.is_pinned());
+  EXPECT_TRUE(pinned.pin_memory().is_same(pinned));
+  EXPECT_TRUE(all_close(pinned, host, 0, 0));
+  EXPECT_TRUE(throws<DeviceError>([] { ones({2}, TensorOptions(kFloat32, Device(kCUDA))).pin_memory(); }, "only CPU"));
+  for (int round = 0; round < 3; ++round) {  // freed pinned blocks are reused only once their copies are done
+    const Tensor dev = pinned.cuda(0, /*non_blocking=*/true) * 3;
+    const Tensor back = dev.to(Device(kCPU), /*non_blocking=*/true);
+    EXPECT_TRUE(back.is_pinned());
+    cuda::synchronize();
+    EXPECT_TRUE(all_close(back, host * 3, 0, 0));
+  }
+  // Blocking moves from pinned memory are complete on return.
+  EXPECT_FALSE(pinned.cuda().cpu().is_pinned());
 }
 
 TEST(CudaRuntime, DevicePropertiesAndGuard) {

@@ -4,13 +4,10 @@
 
 #include "test_utils.h"
 
-namespace rtx {
+namespace rtx::testing {
 namespace {
 
-using testing::make;
-using testing::throws;
-
-class ErrorTest : public testing::DeviceTest {};
+class ErrorTest : public DeviceTest {};
 INSTANTIATE_DEVICE_TESTS(ErrorTest);
 
 TEST(ErrorTypes, HierarchyAndMessages) {
@@ -187,18 +184,18 @@ TEST_P(ErrorTest, InPlaceOnTensorsThatRequireGradRecordsInsteadOfCrashing) {
   Tensor y = x * 3;
   y.fill_(5);
   EXPECT_TRUE(y.requires_grad());
-  EXPECT_EQ(testing::values(y), (std::vector<double>{5, 5}));
+  EXPECT_EQ(values(y), (std::vector<double>{5, 5}));
   EXPECT_EQ(y.grad_fn()->name(), "fill_");
   (y * x).backward(ones({2}, f64));
-  EXPECT_EQ(testing::values(x.grad()), (std::vector<double>{5, 5}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{5, 5}));
   // copy_ of a constant into a tensor that requires grad.
   Tensor x2 = make({1, 2}, {2}, dev()).requires_grad_();
   Tensor z = x2 * 3;
   z.copy_(make({7, 8}, {2}, dev()));
   EXPECT_TRUE(z.requires_grad());
-  EXPECT_EQ(testing::values(z), (std::vector<double>{7, 8}));
+  EXPECT_EQ(values(z), (std::vector<double>{7, 8}));
   (z * x2).backward(ones({2}, f64));
-  EXPECT_EQ(testing::values(x2.grad()), (std::vector<double>{7, 8}));
+  EXPECT_EQ(values(x2.grad()), (std::vector<double>{7, 8}));
   // copy_ of a leaf into a plain tensor of the same shape and dtype: the copy requires grad.
   Tensor src = make({1, 2}, {2}, dev()).requires_grad_();
   Tensor dst = zeros({2}, f64);
@@ -207,7 +204,7 @@ TEST_P(ErrorTest, InPlaceOnTensorsThatRequireGradRecordsInsteadOfCrashing) {
   EXPECT_FALSE(dst.is_leaf());
   (dst * make({3, 4}, {2}, dev())).backward(ones({2}, f64));
   ASSERT_TRUE(src.grad().defined());
-  EXPECT_EQ(testing::values(src.grad()), (std::vector<double>{3, 4}));
+  EXPECT_EQ(values(src.grad()), (std::vector<double>{3, 4}));
 }
 
 // ---- undefined tensors ------------------------------------------------------------------------
@@ -239,4 +236,4 @@ TEST(UndefinedTensor, UseRaisesNamingTheCall) {
 }
 
 }  // namespace
-}  // namespace rtx
+}  // namespace rtx::testing

@@ -10,34 +10,9 @@ namespace {
 
 class IndexTest : public DeviceTest {};
 
-// f with every output squared: its gradient then depends on the inputs, so that a second-order check
-// differentiates the op's backward formula (the gradient of a linear op alone is constant).
-Fn squared(const Fn& f) {
-  return [f](const TensorList& in) {
-    TensorList outs = f(in);
-    for (auto& o : outs) o = o * o;
-    return outs;
-  };
-}
-
-// Multiples of 1/4 in [-4, 4]: exact in every float dtype, so copies and small sums compare exactly.
-std::vector<double> quarter_values(int64_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> dist(-16, 16);
-  std::vector<double> v(static_cast<size_t>(n));
-  for (auto& e : v) e = dist(gen) / 4.0;
-  return v;
-}
-
-Tensor random_tensor(const Shape& shape, Device dev, DType dtype, uint32_t seed) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return make(quarter_values(n, seed), shape, dev, dtype);
-}
-
 // Nonnegative values (any dtype, unsigned included).
 Tensor nonneg_tensor(const Shape& shape, Device dev, DType dtype, uint32_t seed) {
-  return random_tensor(shape, dev, kFloat64, seed).abs().to(dtype);
+  return quarter_tensor(shape, seed, dev, kFloat64).abs().to(dtype);
 }
 
 std::vector<int64_t> random_indices(int64_t n, int64_t hi, uint32_t seed) {
@@ -54,8 +29,7 @@ Tensor index_tensor(const std::vector<int64_t>& v, const Shape& shape, Device de
 
 // An index of shape whose values lie in [0, hi).
 Tensor random_index(const Shape& shape, int64_t hi, Device dev, uint32_t seed, DType dtype = kInt64) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  const int64_t n = numel(shape);
   return index_tensor(random_indices(n, hi, seed), shape, dev, dtype);
 }
 
@@ -108,8 +82,7 @@ std::vector<double> ref_index_select(const Tensor& x, int64_t dim, const Tensor&
   const auto xv = values(x), iv = values(index);
   shape = x.sizes();
   shape[dim] = static_cast<int64_t>(iv.size());
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  const int64_t n = numel(shape);
   std::vector<double> out(static_cast<size_t>(n));
   for (int64_t p = 0; p < n; ++p) {
     Shape q = unravel(p, shape);
@@ -141,11 +114,6 @@ std::vector<double> ref_triangle(const Tensor& x, int64_t diagonal, bool upper) 
   return out;
 }
 
-// A tensor tagged with a CUDA device over host memory: only good for device checks (never read).
-Tensor fake_cuda(std::vector<float>& storage, const Shape& shape, DType dtype = kFloat32) {
-  return from_blob(storage.data(), shape, {}, dtype, Device(kCUDA, 0));
-}
-
 const DType kValueDTypes[] = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32, kBool};
 
 // ---- gather -----------------------------------------------------------------------------------
@@ -158,7 +126,7 @@ TEST_P(IndexTest, GatherMatchesReferenceForEveryDimAndDtype) {
     is[d] = 7;  // along dim the index may be longer than the input
     for (DType dt : kValueDTypes) {
       for (DType it : {kInt64, kInt32}) {
-        Tensor x = random_tensor(xs, dev(), dt, 1);
+        Tensor x = quarter_tensor(xs, 1, dev(), dt);
         Tensor index = random_index(is, xs[d], dev(), 2 + static_cast<uint32_t>(d), it);
         Tensor out = gather(x, dim, index);
         EXPECT_EQ(out.dtype(), dt);
@@ -169,7 +137,7 @@ TEST_P(IndexTest, GatherMatchesReferenceForEveryDimAndDtype) {
 }
 
 TEST_P(IndexTest, GatherNonContiguousInputAndIndex) {
-  Tensor x = random_tensor({6, 5}, dev(), kFloat32, 3).t();  // [5, 6], strides [1, 5]
+  Tensor x = quarter_tensor({6, 5}, 3, dev(), kFloat32).t();  // [5, 6], strides [1, 5]
   Tensor index = random_index({8, 4}, 5, dev(), 4).t();      // [4, 8], strides [1, 4]
   Tensor sliced = random_index({4, 12}, 6, dev(), 5).slice(1, 0, 12, 2);  // [4, 6], stride 2
   EXPECT_TRUE(all_close(gather(x, 0, index.slice(1, 0, 6)), expected(ref_gather(x, 0, index.slice(1, 0, 6)), {4, 6})));
@@ -180,7 +148,7 @@ TEST_P(IndexTest, GatherNonContiguousInputAndIndex) {
 }
 
 TEST_P(IndexTest, GatherLargeRunsInParallel) {
-  Tensor x = random_tensor({400, 300}, dev(), kFloat32, 6);
+  Tensor x = quarter_tensor({400, 300}, 6, dev(), kFloat32);
   for (int64_t dim : {0, 1}) {
     Tensor index = random_index({400, 300}, dim == 0 ? 400 : 300, dev(), 7);
     EXPECT_TRUE(all_close(gather(x, dim, index), expected(ref_gather(x, dim, index), {400, 300})));
@@ -188,10 +156,10 @@ TEST_P(IndexTest, GatherLargeRunsInParallel) {
 }
 
 TEST_P(IndexTest, GatherZeroSizeAndZeroDim) {
-  Tensor x = random_tensor({3, 4}, dev(), kFloat32, 8);
+  Tensor x = quarter_tensor({3, 4}, 8, dev(), kFloat32);
   Tensor out = gather(x, 1, index_tensor({}, {3, 0}, dev()));
   EXPECT_EQ(out.sizes(), (Shape{3, 0}));
-  Tensor empty_x = random_tensor({0, 4}, dev(), kFloat32, 8);
+  Tensor empty_x = quarter_tensor({0, 4}, 8, dev(), kFloat32);
   EXPECT_EQ(gather(empty_x, 0, index_tensor({}, {0, 4}, dev())).sizes(), (Shape{0, 4}));
   Tensor s = scalar_tensor(2.5, TensorOptions(kFloat32, dev()));
   Tensor g = gather(s, 0, index_tensor({0}, {1}, dev()).reshape({}));
@@ -200,7 +168,7 @@ TEST_P(IndexTest, GatherZeroSizeAndZeroDim) {
 }
 
 TEST_P(IndexTest, GatherErrors) {
-  Tensor x = random_tensor({3, 5}, dev(), kFloat32, 9);
+  Tensor x = quarter_tensor({3, 5}, 9, dev(), kFloat32);
   EXPECT_TRUE(throws<IndexError>([&] { gather(x, 1, index_tensor({0, 7, 1}, {1, 3}, dev())); },
                                  "[gather] index 7 is out of bounds for dim 1 with size 5"));
   EXPECT_TRUE(throws<IndexError>([&] { gather(x, 1, index_tensor({0, 1, -1}, {1, 3}, dev(), kInt32)); },
@@ -219,13 +187,13 @@ TEST_P(IndexTest, GatherErrors) {
   EXPECT_TRUE(throws<IndexError>([&] { gather(x, 2, index_tensor({0}, {1, 1}, dev())); },
                                  "[gather] dim 2 out of range for a 2-d tensor"));
   std::vector<float> storage(4);
-  EXPECT_TRUE(throws<DeviceError>([&] { gather(x, 1, fake_cuda(storage, {1, 1}, kInt64)); }, "[gather]"));
+  EXPECT_TRUE(throws<DeviceError>([&] { gather(x, 1, on_other_device(dev(), storage, {1, 1}, kInt64)); }, "[gather]"));
 }
 
 // ---- index_select -----------------------------------------------------------------------------
 
 TEST_P(IndexTest, IndexSelectMatchesReference) {
-  Tensor x = random_tensor({4, 5, 6}, dev(), kFloat32, 10);
+  Tensor x = quarter_tensor({4, 5, 6}, 10, dev(), kFloat32);
   const std::vector<int64_t> picks{3, 0, 3, 1, 2, 2};  // duplicates allowed
   for (int64_t dim : {0, 1, 2, -1}) {
     const int64_t d = dim < 0 ? dim + 3 : dim;
@@ -242,13 +210,13 @@ TEST_P(IndexTest, IndexSelectMatchesReference) {
 
 TEST_P(IndexTest, IndexSelectDtypesStridedIndexAndScalars) {
   for (DType dt : kValueDTypes) {
-    Tensor x = random_tensor({7, 3}, dev(), dt, 11);
+    Tensor x = quarter_tensor({7, 3}, 11, dev(), dt);
     Tensor index = index_tensor({6, 0, 5, 1, 4, 2}, {6}, dev()).slice(0, 0, 6, 2);  // [6, 5, 4], stride 2
     Shape shape;
     auto ref = ref_index_select(x, 0, index, shape);
     EXPECT_TRUE(all_close(index_select(x, 0, index), expected(ref, shape))) << dt;
   }
-  Tensor x = random_tensor({4, 3}, dev(), kFloat64, 12);
+  Tensor x = quarter_tensor({4, 3}, 12, dev(), kFloat64);
   Tensor picked = index_select(x, 0, index_tensor({2}, {1}, dev()).reshape({}));
   EXPECT_EQ(picked.sizes(), (Shape{1, 3}));
   EXPECT_TRUE(all_close(picked, x.slice(0, 2, 3)));
@@ -258,7 +226,7 @@ TEST_P(IndexTest, IndexSelectDtypesStridedIndexAndScalars) {
 }
 
 TEST_P(IndexTest, IndexSelectLarge) {
-  Tensor x = random_tensor({1000, 64}, dev(), kFloat32, 13);
+  Tensor x = quarter_tensor({1000, 64}, 13, dev(), kFloat32);
   Tensor index = random_index({2000}, 1000, dev(), 14);
   Shape shape;
   auto ref = ref_index_select(x, 0, index, shape);
@@ -269,7 +237,7 @@ TEST_P(IndexTest, IndexSelectLarge) {
 }
 
 TEST_P(IndexTest, IndexSelectErrors) {
-  Tensor x = random_tensor({3, 4}, dev(), kFloat32, 16);
+  Tensor x = quarter_tensor({3, 4}, 16, dev(), kFloat32);
   EXPECT_TRUE(throws<IndexError>([&] { index_select(x, 1, index_tensor({1, 4}, {2}, dev())); },
                                  "[index_select] index 4 is out of bounds for dim 1 with size 4"));
   EXPECT_TRUE(throws<IndexError>([&] { index_select(x, 0, index_tensor({-1}, {1}, dev())); },
@@ -289,13 +257,13 @@ TEST_P(IndexTest, IndexSelectErrors) {
 
 TEST_P(IndexTest, ScatterMatchesReferenceWithDuplicatesAndLargerSrc) {
   for (DType dt : {kFloat32, kFloat64, kFloat16, kInt64, kBool}) {
-    Tensor x = random_tensor({4, 5, 6}, dev(), dt, 17);
+    Tensor x = quarter_tensor({4, 5, 6}, 17, dev(), dt);
     for (int64_t dim : {0, 1, 2, -2}) {
       const int64_t d = dim < 0 ? dim + 3 : dim;
       Shape is{3, 4, 5};
       is[d] = 8;  // more index entries than the dim holds: duplicates are certain
       Tensor index = random_index(is, x.size(d), dev(), 18);
-      Tensor src = random_tensor({9, 9, 9}, dev(), dt, 19);  // larger than index everywhere
+      Tensor src = quarter_tensor({9, 9, 9}, 19, dev(), dt);  // larger than index everywhere
       EXPECT_TRUE(all_close(scatter(x, dim, index, src), expected(ref_scatter(x, d, index, src, false), x.sizes())))
           << "dtype " << dt << " dim " << dim;
     }
@@ -303,14 +271,14 @@ TEST_P(IndexTest, ScatterMatchesReferenceWithDuplicatesAndLargerSrc) {
 }
 
 TEST_P(IndexTest, ScatterValueAndStridedOperands) {
-  Tensor x = random_tensor({6, 5}, dev(), kFloat32, 20).t();  // [5, 6] non-contiguous
+  Tensor x = quarter_tensor({6, 5}, 20, dev(), kFloat32).t();  // [5, 6] non-contiguous
   Tensor index = random_index({6, 3}, 6, dev(), 21).t();       // [3, 6] non-contiguous
-  Tensor src = random_tensor({6, 4}, dev(), kFloat32, 22).t(); // [4, 6]
+  Tensor src = quarter_tensor({6, 4}, 22, dev(), kFloat32).t(); // [4, 6]
   EXPECT_TRUE(all_close(scatter(x, 1, index, src), expected(ref_scatter(x, 1, index, src, false), {5, 6})));
   Tensor filled = scatter(x, 1, index, Scalar(-7.5));
   Tensor value = full({3, 6}, -7.5, TensorOptions(kFloat32, dev()));
   EXPECT_TRUE(all_close(filled, expected(ref_scatter(x, 1, index, value, false), {5, 6})));
-  Tensor ints = random_tensor({2, 3}, dev(), kInt64, 23);
+  Tensor ints = quarter_tensor({2, 3}, 23, dev(), kInt64);
   Tensor filled_ints = scatter(ints, 0, index_tensor({1, 0, 1}, {1, 3}, dev()), Scalar(9));
   EXPECT_EQ(filled_ints.dtype(), kInt64);
   EXPECT_TRUE(all_close(filled_ints, expected(ref_scatter(ints, 0, index_tensor({1, 0, 1}, {1, 3}, dev()),
@@ -332,8 +300,8 @@ TEST_P(IndexTest, ScatterLastWriterInIndexOrder) {
 }
 
 TEST_P(IndexTest, ScatterErrors) {
-  Tensor x = random_tensor({3, 5}, dev(), kFloat32, 24);
-  Tensor src = random_tensor({3, 5}, dev(), kFloat32, 25);
+  Tensor x = quarter_tensor({3, 5}, 24, dev(), kFloat32);
+  Tensor src = quarter_tensor({3, 5}, 25, dev(), kFloat32);
   EXPECT_TRUE(throws<IndexError>([&] { scatter(x, 1, index_tensor({0, 5}, {1, 2}, dev()), src); },
                                  "[scatter] index 5 is out of bounds for dim 1 with size 5"));
   EXPECT_TRUE(throws<IndexError>([&] { scatter(x, 0, index_tensor({-2}, {1, 1}, dev()), Scalar(1.0)); },
@@ -395,13 +363,13 @@ TEST_P(IndexTest, ScatterAddIsDeterministicAndOrdered) {
 
 TEST_P(IndexTest, IndexAddMatchesReference) {
   for (DType dt : {kFloat32, kFloat64, kFloat16, kInt64}) {
-    Tensor x = random_tensor({4, 5, 6}, dev(), dt, 31);
+    Tensor x = quarter_tensor({4, 5, 6}, 31, dev(), dt);
     for (int64_t dim : {0, 1, 2, -1}) {
       const int64_t d = dim < 0 ? dim + 3 : dim;
       Tensor index = index_tensor({0, 3, 0, 2, 3, 3, 1}, {7}, dev(), kInt32);
       Shape ss = x.sizes();
       ss[d] = 7;
-      Tensor source = random_tensor(ss, dev(), dt, 32);
+      Tensor source = quarter_tensor(ss, 32, dev(), dt);
       const double alpha = is_floating(dt) ? 0.5 : 2.0;
       Tensor out = is_floating(dt) ? index_add(x, dim, index, source, 0.5) : index_add(x, dim, index, source, 2);
       EXPECT_TRUE(all_close(out, expected(ref_index_add(x, d, index, source, alpha), x.sizes())))
@@ -409,14 +377,14 @@ TEST_P(IndexTest, IndexAddMatchesReference) {
     }
   }
   // Strided input and source.
-  Tensor x = random_tensor({6, 4}, dev(), kFloat64, 33).t();       // [4, 6]
-  Tensor source = random_tensor({6, 3}, dev(), kFloat64, 34).t();  // [3, 6]
+  Tensor x = quarter_tensor({6, 4}, 33, dev(), kFloat64).t();       // [4, 6]
+  Tensor source = quarter_tensor({6, 3}, 34, dev(), kFloat64).t();  // [3, 6]
   Tensor index = index_tensor({3, 9, 1, 9, 3}, {5}, dev()).slice(0, 0, 5, 2);  // [3, 1, 3]
   EXPECT_TRUE(all_close(index_add(x, 0, index, source), expected(ref_index_add(x, 0, index, source, 1.0), {4, 6})));
 }
 
 TEST_P(IndexTest, ScatterAddAndIndexAddErrors) {
-  Tensor x = random_tensor({3, 4}, dev(), kFloat32, 35);
+  Tensor x = quarter_tensor({3, 4}, 35, dev(), kFloat32);
   EXPECT_TRUE(throws<IndexError>([&] { scatter_add(x, 0, index_tensor({3}, {1, 1}, dev()), x); },
                                  "[scatter_add] index 3 is out of bounds for dim 0 with size 3"));
   EXPECT_TRUE(throws<IndexError>([&] { index_add(x, 1, index_tensor({0, -5}, {2}, dev()), x.slice(1, 0, 2)); },
@@ -437,7 +405,7 @@ TEST_P(IndexTest, ScatterAddAndIndexAddErrors) {
   EXPECT_TRUE(throws<DTypeError>([&] { scatter_add(x, 0, make({0}, {1, 1}, dev(), kFloat32), x); },
                                  "[scatter_add] index must be an int64 (or int32) tensor, got float32"));
   std::vector<float> storage(16);
-  EXPECT_TRUE(throws<DeviceError>([&] { scatter_add(x, 0, index_tensor({0}, {1, 1}, dev()), fake_cuda(storage, {3, 4})); },
+  EXPECT_TRUE(throws<DeviceError>([&] { scatter_add(x, 0, index_tensor({0}, {1, 1}, dev()), on_other_device(dev(), storage, {3, 4})); },
                                   "[scatter_add]"));
 }
 
@@ -446,17 +414,17 @@ TEST_P(IndexTest, ScatterAddAndIndexAddErrors) {
 TEST_P(IndexTest, TrilTriuMatchReference) {
   for (DType dt : {kFloat32, kFloat64, kFloat16, kInt64, kBool}) {
     for (const Shape& shape : {Shape{4, 6}, Shape{6, 4}, Shape{2, 3, 5, 5}, Shape{3, 1, 7}}) {
-      Tensor x = random_tensor(shape, dev(), dt, 36);
+      Tensor x = quarter_tensor(shape, 36, dev(), dt);
       for (int64_t k : {-7, -2, -1, 0, 1, 3, 8}) {
         EXPECT_TRUE(all_close(tril(x, k), expected(ref_triangle(x, k, false), shape))) << dt << " k " << k;
         EXPECT_TRUE(all_close(triu(x, k), expected(ref_triangle(x, k, true), shape))) << dt << " k " << k;
       }
     }
   }
-  Tensor strided = random_tensor({3, 5, 4}, dev(), kFloat32, 37).transpose(1, 2);  // [3, 4, 5]
+  Tensor strided = quarter_tensor({3, 5, 4}, 37, dev(), kFloat32).transpose(1, 2);  // [3, 4, 5]
   EXPECT_TRUE(all_close(tril(strided, 1), expected(ref_triangle(strided, 1, false), {3, 4, 5})));
   EXPECT_TRUE(all_close(strided.triu(-1), expected(ref_triangle(strided, -1, true), {3, 4, 5})));
-  Tensor big = random_tensor({300, 300}, dev(), kFloat32, 38);
+  Tensor big = quarter_tensor({300, 300}, 38, dev(), kFloat32);
   EXPECT_TRUE(all_close(tril(big, -3), expected(ref_triangle(big, -3, false), {300, 300})));
   EXPECT_EQ(tril(zeros({2, 0, 3})).sizes(), (Shape{2, 0, 3}));
   EXPECT_TRUE(throws<ShapeError>([&] { tril(zeros({3}, TensorOptions(kFloat32, dev()))); },
@@ -467,7 +435,7 @@ TEST_P(IndexTest, TrilTriuMatchReference) {
 // ---- gradients --------------------------------------------------------------------------------
 
 TEST_P(IndexTest, GatherAndIndexSelectGradients) {
-  Tensor x = random_tensor({3, 4}, dev(), kFloat64, 39).requires_grad_();
+  Tensor x = quarter_tensor({3, 4}, 39, dev(), kFloat64).requires_grad_();
   Tensor index = index_tensor({0, 2, 2, 1, 0, 0}, {2, 3}, dev());  // duplicates: gradients add up
   Tensor picks = index_tensor({3, 0, 3}, {3}, dev());
   Fn g = [&](const TensorList& in) { return TensorList{gather(in[0], 0, index.slice(0, 0, 2))}; };
@@ -483,8 +451,8 @@ TEST_P(IndexTest, GatherAndIndexSelectGradients) {
 }
 
 TEST_P(IndexTest, ScatterGradients) {
-  Tensor x = random_tensor({3, 4}, dev(), kFloat64, 40).requires_grad_();
-  Tensor src = random_tensor({2, 5}, dev(), kFloat64, 41).requires_grad_();
+  Tensor x = quarter_tensor({3, 4}, 40, dev(), kFloat64).requires_grad_();
+  Tensor src = quarter_tensor({2, 5}, 41, dev(), kFloat64).requires_grad_();
   Tensor index = index_tensor({1, 0, 3, 2}, {1, 4}, dev());  // unique positions within the row
   Fn sc = [&](const TensorList& in) { return TensorList{scatter(in[0], 1, index, in[1])}; };
   Fn sv = [&](const TensorList& in) { return TensorList{scatter(in[0], 1, index, Scalar(2.0))}; };
@@ -503,13 +471,13 @@ TEST_P(IndexTest, ScatterGradients) {
 }
 
 TEST_P(IndexTest, IndexAddAndTriangleGradients) {
-  Tensor x = random_tensor({4, 3}, dev(), kFloat64, 42).requires_grad_();
-  Tensor source = random_tensor({5, 3}, dev(), kFloat64, 43).requires_grad_();
+  Tensor x = quarter_tensor({4, 3}, 42, dev(), kFloat64).requires_grad_();
+  Tensor source = quarter_tensor({5, 3}, 43, dev(), kFloat64).requires_grad_();
   Tensor index = index_tensor({1, 3, 1, 0, 3}, {5}, dev());
   Fn ia = [&](const TensorList& in) { return TensorList{index_add(in[0], 0, index, in[1], 2.5)}; };
   EXPECT_TRUE(gradcheck(ia, {x, source}));
   EXPECT_TRUE(gradgradcheck(squared(ia), {x, source}));
-  Tensor m = random_tensor({2, 3, 4}, dev(), kFloat64, 44).requires_grad_();
+  Tensor m = quarter_tensor({2, 3, 4}, 44, dev(), kFloat64).requires_grad_();
   Fn tl = [](const TensorList& in) { return TensorList{tril(in[0], 1)}; };
   Fn tu = [](const TensorList& in) { return TensorList{triu(in[0], -1)}; };
   for (const Fn& f : {tl, tu}) {
@@ -519,6 +487,112 @@ TEST_P(IndexTest, IndexAddAndTriangleGradients) {
 }
 
 INSTANTIATE_DEVICE_TESTS(IndexTest);
+
+
+// ---- every device path against the CPU, and faults -----------------------------------------------
+
+// Values whose sums round (so that the order of accumulation shows), or small integers.
+Tensor summand_tensor(const Shape& shape, DType dtype, uint32_t seed) {
+  if (!is_floating(dtype)) return nonneg_tensor(shape, Device(kCPU), dtype, seed);
+  manual_seed(seed);
+  return randn(shape, TensorOptions(kFloat64)).to(dtype);
+}
+
+// Scatters with few updates per row (one thread walks each row), long rows over few rows (sorted by
+// destination), long rows over many rows (walked), and an index shared by every row (sorted once):
+// the same bits as the CPU, which applies updates in index order.
+TEST_P(IndexTest, ScatterPathsMatchCpuBitwise) {
+  if (dev().is_cpu()) GTEST_SKIP() << "compares the CUDA kernels against the CPU's";
+  struct Case {
+    Shape x, index;
+    int64_t dim;
+  };
+  const Case cases[] = {{{40000, 5}, {40000, 3}, 1},
+                        {{7, 300}, {500, 300}, 0},
+                        {{100, 9}, {100, 400}, 1},
+                        {{5, 33000}, {40, 33000}, 0},
+                        {{4, 6, 50}, {4, 200, 50}, 1}};
+  for (DType dt : {kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kUInt8, kBool}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << dt << " index " << ::testing::PrintToString(c.index) << " dim " << c.dim);
+      const Tensor x = summand_tensor(c.x, dt, 41), src = summand_tensor(c.index, dt, 42);
+      const Tensor index = random_index(c.index, c.x[c.dim], Device(kCPU), 43);
+      const Tensor xd = x.to(dev()), id = index.to(dev()), sd = src.to(dev());
+      EXPECT_TRUE(same_bytes(scatter(xd, c.dim, id, sd), scatter(x, c.dim, index, src)));
+      EXPECT_TRUE(same_bytes(scatter_add(xd, c.dim, id, sd), scatter_add(x, c.dim, index, src)));
+    }
+    // index_add: one index for every row, along the first and the last dim.
+    const Tensor index = random_index({1000}, 50, Device(kCPU), 44, kInt32);
+    for (int64_t dim : {0, 1}) {
+      const Shape xs = dim == 0 ? Shape{50, 64} : Shape{64, 50}, ss = dim == 0 ? Shape{1000, 64} : Shape{64, 1000};
+      const Tensor x = summand_tensor(xs, dt, 45), source = summand_tensor(ss, dt, 46);
+      const Scalar alpha = is_floating(dt) ? Scalar(0.75) : Scalar(1);
+      EXPECT_TRUE(same_bytes(index_add(x.to(dev()), dim, index.to(dev()), source.to(dev()), alpha),
+                             index_add(x, dim, index, source, alpha)))
+          << dt << " dim " << dim;
+    }
+    // An expanded index (stride 0 across rows) is shared too, for assignment as well.
+    const Tensor expanded = random_index({1, 100}, 20, Device(kCPU), 47).expand({8, 100});
+    const Tensor x = summand_tensor({8, 20}, dt, 48), src = summand_tensor({8, 100}, dt, 49);
+    EXPECT_TRUE(same_bytes(scatter(x.to(dev()), 1, expanded.to(dev()), src.to(dev())), scatter(x, 1, expanded, src)))
+        << dt;
+    EXPECT_TRUE(same_bytes(scatter_add(x.to(dev()), 1, expanded.to(dev()), src.to(dev())),
+                           scatter_add(x, 1, expanded, src)))
+        << dt;
+  }
+}
+
+// Two bad indices on every path: the one first in the index's row-major order is reported, whichever
+// a device meets first, and the device stays usable.
+TEST_P(IndexTest, FirstBadIndexInRowMajorOrderOnEveryPath) {
+  // An index of shape with values in [0, hi) but the given (flat position, value) pairs.
+  auto with_bad = [&](const Shape& shape, int64_t hi, const std::vector<std::pair<int64_t, int64_t>>& bad) {
+    const int64_t n = numel(shape);
+    auto v = random_indices(n, hi, 50);
+    for (const auto& [p, value] : bad) v[static_cast<size_t>(p)] = value;
+    return index_tensor(v, shape, dev());
+  };
+  const Tensor x = quarter_tensor({100, 300}, 51, dev(), kFloat32);
+  EXPECT_TRUE(throws<IndexError>([&] { gather(x, 1, with_bad({100, 300}, 300, {{50 * 300 + 10, 999}, {3 * 300 + 299, -7}})); },
+                                 "[gather] index -7 is out of bounds for dim 1 with size 300"));
+  const Tensor rows = quarter_tensor({300, 8}, 52, dev(), kFloat32);
+  const Tensor picks = with_bad({2000}, 300, {{1500, 300}, {1700, -1}});
+  EXPECT_TRUE(throws<IndexError>([&] { index_select(rows, 0, picks); },
+                                 "[index_select] index 300 is out of bounds for dim 0 with size 300"));
+  EXPECT_TRUE(throws<IndexError>([&] { index_select(rows.t().contiguous().t(), 0, picks); },
+                                 "[index_select] index 300 is out of bounds for dim 0 with size 300"));
+  const Tensor narrow_x = quarter_tensor({40000, 5}, 53, dev(), kFloat32);
+  const Tensor walked = with_bad({40000, 3}, 5, {{39000 * 3 + 1, 5}, {20000 * 3 + 2, -2}});
+  EXPECT_TRUE(throws<IndexError>([&] { scatter(narrow_x, 1, walked, narrow_x); },
+                                 "[scatter] index -2 is out of bounds for dim 1 with size 5"));
+  const Tensor few = quarter_tensor({7, 300}, 54, dev(), kFloat32), src = quarter_tensor({500, 300}, 55, dev(), kFloat32);
+  const Tensor sorted = with_bad({500, 300}, 7, {{499 * 300, 70}, {250 * 300 + 7, -3}});
+  EXPECT_TRUE(throws<IndexError>([&] { scatter(few, 0, sorted, src); },
+                                 "[scatter] index -3 is out of bounds for dim 0 with size 7"));
+  EXPECT_TRUE(throws<IndexError>([&] { scatter_add(few, 0, sorted, src); },
+                                 "[scatter_add] index -3 is out of bounds for dim 0 with size 7"));
+  const Tensor shared = with_bad({1000}, 50, {{600, 77}, {900, -1}});
+  EXPECT_TRUE(throws<IndexError>(
+      [&] { index_add(quarter_tensor({50, 64}, 56, dev(), kFloat32), 0, shared, quarter_tensor({1000, 64}, 57, dev(), kFloat32)); },
+      "[index_add] index 77 is out of bounds for dim 0 with size 50"));
+  EXPECT_TRUE(throws<IndexError>(
+      [&] { index_add(quarter_tensor({64, 50}, 58, dev(), kFloat32), 1, shared, quarter_tensor({64, 1000}, 59, dev(), kFloat32)); },
+      "[index_add] index 77 is out of bounds for dim 1 with size 50"));
+  const Tensor valid = random_index({100, 300}, 300, dev(), 60);
+  EXPECT_TRUE(all_close(gather(x, 1, valid), expected(ref_gather(x, 1, valid), {100, 300})));
+}
+
+TEST_P(IndexTest, TrilTriuLargeAndStridedMatchCpu) {
+  if (dev().is_cpu()) GTEST_SKIP() << "compares the CUDA kernels against the CPU's";
+  for (DType dt : {kFloat32, kFloat16, kFloat64, kInt8, kBool}) {
+    const Tensor base = quarter_tensor({3, 600, 500}, 61, Device(kCPU), dt);
+    const Tensor x = base.transpose(1, 2), xd = base.to(dev()).transpose(1, 2);  // [3, 500, 600], strided
+    for (int64_t k : {-100, 0, 7, 650}) {
+      EXPECT_TRUE(same_bytes(tril(xd, k), tril(x, k))) << dt << " k " << k;
+      EXPECT_TRUE(same_bytes(triu(xd, k), triu(x, k))) << dt << " k " << k;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace rtx::testing

@@ -11,41 +11,21 @@
 
 #include "test_utils.h"
 
-namespace rtx {
+namespace rtx::testing {
 namespace {
 
-using testing::all_close;
-using testing::gradcheck;
-using testing::gradgradcheck;
-using testing::make;
-using testing::throws;
-using testing::values;
-
-class LossTest : public testing::DeviceTest {};
+class LossTest : public DeviceTest {};
 INSTANTIATE_DEVICE_TESTS(LossTest);
 
 const Reduction kReductions[] = {Reduction::None, Reduction::Mean, Reduction::Sum};
 
 // ---- data and references ----------------------------------------------------------------------
 
-// Distinct, irregular values in about [-3, 3].
-std::vector<double> data(int64_t n, double seed = 0.0) {
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = 3.0 * std::sin(1.37 * static_cast<double>(i) + seed) + 0.01 * (i % 7);
-  return v;
-}
-
 // Positive values in [0.5, 2] (class weights).
 std::vector<double> positive(int64_t n, double seed) {
-  std::vector<double> v = data(n, seed);
+  std::vector<double> v = irregular(n, seed);
   for (double& x : v) x = 1.25 + x / 4;
   return v;
-}
-
-int64_t numel(const Shape& s) { return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()); }
-
-Tensor leaf(const Shape& shape, Device dev, double seed = 0.0) {
-  return make(data(numel(shape), seed), shape, dev).requires_grad_();
 }
 
 Tensor targets(const std::vector<int64_t>& v, const Shape& shape, Device dev) { return tensor(v).view(shape).to(dev); }
@@ -118,7 +98,7 @@ std::vector<ClassCase> class_cases() {
 
 TEST_P(LossTest, CrossEntropyMatchesReference) {
   for (const ClassCase& k : class_cases()) {
-    const std::vector<double> xv = data(numel(k.shape));
+    const std::vector<double> xv = irregular(numel(k.shape));
     const Tensor x = make(xv, k.shape, dev());
     const Tensor t = targets(k.target, k.target_shape(), dev());
     const std::vector<double> w = positive(k.classes(), 1.0);
@@ -141,7 +121,7 @@ TEST_P(LossTest, CrossEntropyMatchesReference) {
 
 TEST_P(LossTest, CrossEntropyNonContiguousAndLowPrecision) {
   const ClassCase k{{4, 6}, {5, 0, 3, 3}};
-  const std::vector<double> xv = data(24, 0.7);
+  const std::vector<double> xv = irregular(24, 0.7);
   const Tensor t = targets(k.target, {4}, dev());
   const Tensor xt = make(values(make(xv, {4, 6}).t()), {6, 4}, dev()).t();
   ASSERT_FALSE(xt.is_contiguous());
@@ -165,14 +145,14 @@ TEST_P(LossTest, CrossEntropyNonContiguousAndLowPrecision) {
 }
 
 TEST_P(LossTest, CrossEntropyEdgeCases) {
-  const Tensor x = make(data(6), {2, 3}, dev());
+  const Tensor x = make(irregular(6), {2, 3}, dev());
   // Every target ignored: the mean is 0 / 0, the sum 0.
   const Tensor t = targets({-100, -100}, {2}, dev());
   EXPECT_TRUE(std::isnan(cross_entropy(x, t).item<double>()));
   EXPECT_EQ(cross_entropy(x, t, Tensor(), -100, Reduction::Sum).item<double>(), 0.0);
   // ignore_index may name a valid class.
   const Tensor t2 = targets({1, 2}, {2}, dev());
-  const auto xv = data(6);
+  const auto xv = irregular(6);
   const double l1 = -(xv[5] - std::log(std::exp(xv[3]) + std::exp(xv[4]) + std::exp(xv[5])));
   EXPECT_NEAR(cross_entropy(x, t2, Tensor(), 1).item<double>(), l1, 1e-12);
   // Zero-size batch.
@@ -205,22 +185,22 @@ TEST_P(LossTest, CrossEntropyGradients) {
       }
     }
     auto plain = [&](const TensorList& in) { return TensorList{cross_entropy(in[0], t)}; };
-    EXPECT_TRUE(gradgradcheck(plain, {leaf(k.shape, dev(), 1.0)})) << ::testing::PrintToString(k.shape);
+    EXPECT_TRUE(gradgradcheck(plain, {leaf(k.shape, dev(), 1)})) << ::testing::PrintToString(k.shape);
   }
   const ClassCase k{{3, 4}, {1, 3, 0}};
   const Tensor t = targets(k.target, {3}, dev());
   const Tensor w = make(positive(4, 1.0), {4}, dev());
   for (Reduction red : kReductions) {
     auto fn = [&, red](const TensorList& in) { return TensorList{cross_entropy(in[0], t, w, 3, red, 0.25)}; };
-    EXPECT_TRUE(gradgradcheck(fn, {leaf(k.shape, dev(), 2.0)})) << name(red);
+    EXPECT_TRUE(gradgradcheck(fn, {leaf(k.shape, dev(), 2)})) << name(red);
   }
   // A non-contiguous input, and float32 gradients against float64.
   auto ft = [&](const TensorList& in) {
     return TensorList{cross_entropy(in[0].t(), t, Tensor(), -100, Reduction::Sum, 0.1)};
   };
   EXPECT_TRUE(gradcheck(ft, {leaf({4, 3}, dev())}));
-  Tensor xf = make(data(12), {3, 4}, dev(), kFloat32).requires_grad_();
-  Tensor xd = make(data(12), {3, 4}, dev()).requires_grad_();
+  Tensor xf = make(irregular(12), {3, 4}, dev(), kFloat32).requires_grad_();
+  Tensor xd = make(irregular(12), {3, 4}, dev()).requires_grad_();
   cross_entropy(xf, t, w.to(kFloat32), 3, Reduction::Mean, 0.2).backward();
   cross_entropy(xd, t, w, 3, Reduction::Mean, 0.2).backward();
   EXPECT_TRUE(all_close(xf.grad(), xd.grad(), 1e-5, 1e-6));
@@ -282,7 +262,7 @@ TEST_P(LossTest, CrossEntropyErrors) {
 
 TEST_P(LossTest, NllLossMatchesReference) {
   for (const ClassCase& k : class_cases()) {
-    const std::vector<double> xv = data(numel(k.shape), 0.4);
+    const std::vector<double> xv = irregular(numel(k.shape), 0.4);
     const Tensor x = make(xv, k.shape, dev());
     const Tensor t = targets(k.target, k.target_shape(), dev());
     const std::vector<double> w = positive(k.classes(), 3.0);
@@ -300,13 +280,13 @@ TEST_P(LossTest, NllLossMatchesReference) {
   // float16 and a non-contiguous input.
   const ClassCase k{{3, 4}, {0, 3, 2}};
   const Tensor t = targets(k.target, {3}, dev());
-  const Tensor xh = make(data(12), {3, 4}, dev(), kFloat16);
+  const Tensor xh = make(irregular(12), {3, 4}, dev(), kFloat16);
   EXPECT_TRUE(all_close(nll_loss(xh, t), make(ref_class_loss(values(xh), k, {}, -100, Reduction::Mean, 0, true), {})));
-  const Tensor xt = make(values(make(data(12), {3, 4}).t()), {4, 3}, dev()).t();
+  const Tensor xt = make(values(make(irregular(12), {3, 4}).t()), {4, 3}, dev()).t();
   EXPECT_TRUE(all_close(nll_loss(xt, t, Tensor(), -100, Reduction::Sum),
-                        make(ref_class_loss(data(12), k, {}, -100, Reduction::Sum, 0, true), {})));
+                        make(ref_class_loss(irregular(12), k, {}, -100, Reduction::Sum, 0, true), {})));
   // nll_loss of log_softmax is cross_entropy.
-  const Tensor x = make(data(12, 1.0), {3, 4}, dev());
+  const Tensor x = make(irregular(12, 1.0), {3, 4}, dev());
   EXPECT_TRUE(all_close(nll_loss(log_softmax(x, 1), t), cross_entropy(x, t)));
 }
 
@@ -352,7 +332,7 @@ TEST_P(LossTest, NllLossErrors) {
 // ---- mse_loss ---------------------------------------------------------------------------------
 
 TEST_P(LossTest, MseLossMatchesReference) {
-  const std::vector<double> a = data(12), b = data(4, 2.0);
+  const std::vector<double> a = irregular(12), b = irregular(4, 2.0);
   const Tensor x = make(a, {3, 4}, dev());
   std::vector<double> sq(12);
   for (int i = 0; i < 12; ++i) sq[i] = (a[i] - b[i % 4]) * (a[i] - b[i % 4]);
@@ -374,7 +354,7 @@ TEST_P(LossTest, MseLossMatchesReference) {
 TEST_P(LossTest, MseLossGradients) {
   for (Reduction red : kReductions) {
     auto fn = [red](const TensorList& in) { return TensorList{mse_loss(in[0], in[1], red)}; };
-    const TensorList in{leaf({3, 4}, dev()), leaf({4}, dev(), 1.0)};
+    const TensorList in{leaf({3, 4}, dev()), leaf({4}, dev(), 1)};
     EXPECT_TRUE(gradcheck(fn, in)) << name(red);
     EXPECT_TRUE(gradgradcheck(fn, in)) << name(red);
   }
@@ -394,7 +374,7 @@ double log_sigmoid(double x) { return x < 0 ? x - std::log1p(std::exp(x)) : -std
 
 TEST_P(LossTest, BinaryCrossEntropyWithLogitsMatchesReference) {
   const Shape shape{3, 4};
-  std::vector<double> x = data(12);
+  std::vector<double> x = irregular(12);
   x[0] = 100;  // extreme logits must not overflow
   x[1] = -100;
   x[2] = 0;
@@ -422,7 +402,7 @@ TEST_P(LossTest, BinaryCrossEntropyWithLogitsMatchesReference) {
     }
   }
   // 16-bit floats.
-  const Tensor xh = make(data(12), shape, dev(), kBFloat16), th = make(t, shape, dev(), kBFloat16);
+  const Tensor xh = make(irregular(12), shape, dev(), kBFloat16), th = make(t, shape, dev(), kBFloat16);
   std::vector<double> lh(12);
   const auto xhv = values(xh);
   for (int i = 0; i < 12; ++i) lh[i] = -(t[i] * log_sigmoid(xhv[i]) + (1 - t[i]) * log_sigmoid(-xhv[i]));
@@ -437,7 +417,7 @@ TEST_P(LossTest, BinaryCrossEntropyWithLogitsGradients) {
     auto fn = [red](const TensorList& in) {
       return TensorList{binary_cross_entropy_with_logits(in[0], in[1], in[2], in[3], red)};
     };
-    const TensorList in{leaf({3, 4}, dev()), make(tv, {3, 4}, dev()).requires_grad_(), leaf({3, 1}, dev(), 1.0),
+    const TensorList in{leaf({3, 4}, dev()), make(tv, {3, 4}, dev()).requires_grad_(), leaf({3, 1}, dev(), 1),
                         make(positive(4, 2.0), {4}, dev()).requires_grad_()};
     EXPECT_TRUE(gradcheck(fn, in)) << name(red);
     EXPECT_TRUE(gradgradcheck(fn, in)) << name(red);
@@ -471,5 +451,73 @@ TEST_P(LossTest, BinaryCrossEntropyWithLogitsErrors) {
       std::string(op) + " target must be a float tensor"));
 }
 
+
+// ---- many classes, 16-bit floats and strided layouts --------------------------------------------
+
+// cross_entropy of every float dtype against float64 loops on the rounded values, for rows of
+// classes that fit a warp or span a block, and for classes strided by an inner dim; the
+// low-precision gradients against the float64 gradients of the same values.
+TEST_P(LossTest, CrossEntropyManyClassesAndStridedClasses) {
+  for (const Shape& shape : {Shape{3, 37}, Shape{6, 5000}, Shape{2, 300, 7}}) {
+    ClassCase k{shape, {}};
+    for (int64_t i = 0; i < numel(k.target_shape()); ++i) k.target.push_back((i * 7919 + 3) % k.classes());
+    const int64_t ignore = k.target[1];
+    const Tensor t = targets(k.target, k.target_shape(), dev());
+    for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
+      const Tensor x = make(irregular(numel(shape), 0.6), shape, dev(), dt);
+      const Tensor w = make(positive(k.classes(), 2.0), {k.classes()}, dev(), dt);
+      for (Reduction red : kReductions) {
+        for (double ls : {0.0, 0.1}) {
+          for (bool weighted : {false, true}) {
+            const Tensor wt = weighted ? w : Tensor();
+            const Tensor y = cross_entropy(x, t, wt, ignore, red, ls);
+            const auto expected =
+                ref_class_loss(values(x), k, weighted ? values(w) : std::vector<double>{}, ignore, red, ls, false);
+            EXPECT_TRUE(all_close(y, make(expected, reduced_shape(k, red))))
+                << ::testing::PrintToString(shape) << " " << dt << " " << name(red) << " ls " << ls << " w "
+                << weighted;
+            const Tensor g = make(irregular(y.numel(), 1.1), y.sizes(), dev(), dt);
+            TensorList grads;
+            for (DType gt : {dt, kFloat64}) {
+              Tensor xg = x.to(gt).detach().requires_grad_();
+              const Tensor loss = cross_entropy(xg, t, weighted ? w.to(gt) : Tensor(), ignore, red, ls);
+              grads.push_back(autograd::grad({loss}, {xg}, {g.to(gt)})[0]);
+            }
+            EXPECT_TRUE(all_close(grads[0], grads[1], dt == kFloat32 ? 1e-5 : -1, 1e-6))
+                << ::testing::PrintToString(shape) << " " << dt << " " << name(red) << " ls " << ls << " w "
+                << weighted;
+          }
+        }
+      }
+    }
+  }
+}
+
+// nll_loss over many classes and a strided layout in 16-bit floats, forward and backward.
+TEST_P(LossTest, NllLossManyClassesLowPrecision) {
+  for (const Shape& shape : {Shape{6, 5000}, Shape{2, 300, 7}}) {
+    ClassCase k{shape, {}};
+    for (int64_t i = 0; i < numel(k.target_shape()); ++i) k.target.push_back((i * 7919 + 3) % k.classes());
+    const Tensor t = targets(k.target, k.target_shape(), dev());
+    for (DType dt : {kFloat32, kBFloat16}) {
+      const Tensor x = make(irregular(numel(shape), 0.2), shape, dev(), dt);
+      const Tensor w = make(positive(k.classes(), 1.0), {k.classes()}, dev(), dt);
+      for (Reduction red : kReductions) {
+        const Tensor y = nll_loss(x, t, w, k.target[0], red);
+        EXPECT_TRUE(all_close(y, make(ref_class_loss(values(x), k, values(w), k.target[0], red, 0.0, true),
+                                      reduced_shape(k, red))))
+            << ::testing::PrintToString(shape) << " " << dt << " " << name(red);
+        const Tensor g = make(irregular(y.numel(), 1.1), y.sizes(), dev(), dt);
+        Tensor xg = x.detach().requires_grad_();
+        const Tensor gx = autograd::grad({nll_loss(xg, t, w, k.target[0], red)}, {xg}, {g})[0];
+        Tensor xd = x.to(kFloat64).requires_grad_();
+        const Tensor gd =
+            autograd::grad({nll_loss(xd, t, w.to(kFloat64), k.target[0], red)}, {xd}, {g.to(kFloat64)})[0];
+        EXPECT_TRUE(all_close(gx, gd)) << ::testing::PrintToString(shape) << " " << dt << " " << name(red);
+      }
+    }
+  }
+}
+
 }  // namespace
-}  // namespace rtx
+}  // namespace rtx::testing

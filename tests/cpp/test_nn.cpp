@@ -12,34 +12,13 @@
 
 #include "test_utils.h"
 
-namespace rtx {
+namespace rtx::testing {
 namespace {
 
-using testing::all_close;
-using testing::gradcheck;
-using testing::gradgradcheck;
-using testing::make;
-using testing::throws;
-using testing::values;
-
-class NnTest : public testing::DeviceTest {};
+class NnTest : public DeviceTest {};
 INSTANTIATE_DEVICE_TESTS(NnTest);
 
 // ---- data and references ----------------------------------------------------------------------
-
-// Distinct, irregular values in about [-3, 3].
-std::vector<double> data(int64_t n, double seed = 0.0) {
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = 3.0 * std::sin(1.37 * static_cast<double>(i) + seed) + 0.01 * (i % 7);
-  return v;
-}
-
-int64_t numel(const Shape& s) { return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()); }
-
-// A float64 tensor of data(numel(shape), seed) that requires grad.
-Tensor leaf(const Shape& shape, Device dev, double seed = 0.0) {
-  return make(data(numel(shape), seed), shape, dev).requires_grad_();
-}
 
 struct AroundDim {
   int64_t outer = 1, n = 1, inner = 1;
@@ -128,7 +107,7 @@ std::vector<double> ref_batch_norm(const std::vector<double>& x, int64_t batch, 
 
 TEST_P(NnTest, SoftmaxMatchesReferenceOverEveryDim) {
   const Shape shape{2, 3, 4};
-  const std::vector<double> v = data(24);
+  const std::vector<double> v = irregular(24);
   const Tensor x = make(v, shape, dev());
   // The same logical values through a transposed (non-contiguous) layout.
   const Tensor xt = make(values(x.permute({2, 1, 0})), {4, 3, 2}, dev()).permute({2, 1, 0});
@@ -150,14 +129,14 @@ TEST_P(NnTest, SoftmaxMatchesReferenceOverEveryDim) {
 TEST_P(NnTest, SoftmaxLowPrecisionMatchesFloat64) {
   const Shape shape{3, 5, 7};
   for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
-    const Tensor x = make(data(105, 0.5), shape, dev(), dt);
+    const Tensor x = make(irregular(105, 0.5), shape, dev(), dt);
     const std::vector<double> xv = values(x);  // the rounded inputs
     for (int64_t dim : {0, 1, 2}) {
       for (bool log : {false, true}) {
         const Tensor y = log ? log_softmax(x, dim) : softmax(x, dim);
         EXPECT_EQ(y.dtype(), dt);
         // log_softmax of values near 0 needs an absolute tolerance of one rounding of its magnitude.
-        const double atol = log ? 8 * testing::default_rtol(dt) : -1;
+        const double atol = log ? 8 * default_rtol(dt) : -1;
         EXPECT_TRUE(all_close(y, make(ref_softmax(xv, shape, dim, log), shape), -1, atol)) << dt << " dim " << dim;
       }
     }
@@ -202,7 +181,7 @@ TEST_P(NnTest, SoftmaxGradients) {
         return TensorList{log ? log_softmax(in[0], dim) : softmax(in[0], dim)};
       };
       EXPECT_TRUE(gradcheck(fn, {leaf({2, 3, 4}, dev())})) << "log " << log << " dim " << dim;
-      EXPECT_TRUE(gradgradcheck(fn, {leaf({2, 3, 4}, dev(), 1.0)})) << "log " << log << " dim " << dim;
+      EXPECT_TRUE(gradgradcheck(fn, {leaf({2, 3, 4}, dev(), 1)})) << "log " << log << " dim " << dim;
     }
   }
   // Non-contiguous input.
@@ -212,7 +191,7 @@ TEST_P(NnTest, SoftmaxGradients) {
 
 TEST_P(NnTest, SoftmaxBackwardMatchesFormula) {
   const Tensor x = leaf({3, 4}, dev());
-  const Tensor g = make(data(12, 2.0), {3, 4}, dev());
+  const Tensor g = make(irregular(12, 2.0), {3, 4}, dev());
   for (bool log : {false, true}) {
     const Tensor y = log ? log_softmax(x, 1) : softmax(x, 1);
     const auto grads = autograd::grad({y}, {x}, {g});
@@ -244,12 +223,12 @@ TEST_P(NnTest, SoftmaxErrors) {
 
 TEST_P(NnTest, LayerNormMatchesReference) {
   const Shape shape{2, 3, 4};
-  const std::vector<double> v = data(24);
+  const std::vector<double> v = irregular(24);
   const Tensor x = make(v, shape, dev());
   const Tensor xt = make(values(x.transpose(0, 2)), {4, 3, 2}, dev()).transpose(0, 2);
   for (const Shape& ns : {Shape{4}, Shape{3, 4}, Shape{2, 3, 4}}) {
     const int64_t n = numel(ns);
-    const std::vector<double> w = data(n, 5.0), b = data(n, 7.0);
+    const std::vector<double> w = irregular(n, 5.0), b = irregular(n, 7.0);
     const Tensor wt = make(w, ns, dev()), bt = make(b, ns, dev());
     EXPECT_TRUE(all_close(layer_norm(x, ns), make(ref_layer_norm(v, n, {}, {}, 1e-5), shape)));
     EXPECT_TRUE(all_close(layer_norm(x, ns, wt, bt), make(ref_layer_norm(v, n, w, b, 1e-5), shape)));
@@ -262,8 +241,8 @@ TEST_P(NnTest, LayerNormMatchesReference) {
 TEST_P(NnTest, LayerNormLowPrecisionMatchesFloat64) {
   const Shape shape{4, 64};
   for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
-    const Tensor x = make(data(256, 0.3), shape, dev(), dt);
-    const Tensor w = make(data(64, 1.0), {64}, dev(), dt), b = make(data(64, 2.0), {64}, dev(), dt);
+    const Tensor x = make(irregular(256, 0.3), shape, dev(), dt);
+    const Tensor w = make(irregular(64, 1.0), {64}, dev(), dt), b = make(irregular(64, 2.0), {64}, dev(), dt);
     const Tensor y = layer_norm(x, {64}, w, b);
     EXPECT_EQ(y.dtype(), dt);
     EXPECT_TRUE(all_close(y, make(ref_layer_norm(values(x), 64, values(w), values(b), 1e-5), shape))) << dt;
@@ -276,23 +255,23 @@ TEST_P(NnTest, LayerNormLowPrecisionMatchesFloat64) {
 TEST_P(NnTest, LayerNormGradients) {
   for (const Shape& ns : {Shape{4}, Shape{3, 4}}) {
     auto fn = [ns](const TensorList& in) { return TensorList{layer_norm(in[0], ns, in[1], in[2])}; };
-    const TensorList in{leaf({2, 3, 4}, dev()), leaf(ns, dev(), 1.0), leaf(ns, dev(), 2.0)};
+    const TensorList in{leaf({2, 3, 4}, dev()), leaf(ns, dev(), 1), leaf(ns, dev(), 2)};
     EXPECT_TRUE(gradcheck(fn, in));
     EXPECT_TRUE(gradgradcheck(fn, in));
     auto plain = [ns](const TensorList& in) { return TensorList{layer_norm(in[0], ns)}; };
-    EXPECT_TRUE(gradcheck(plain, {leaf({2, 3, 4}, dev(), 3.0)}));
-    EXPECT_TRUE(gradgradcheck(plain, {leaf({2, 3, 4}, dev(), 3.0)}));
+    EXPECT_TRUE(gradcheck(plain, {leaf({2, 3, 4}, dev(), 3)}));
+    EXPECT_TRUE(gradgradcheck(plain, {leaf({2, 3, 4}, dev(), 3)}));
   }
   // Only some inputs requiring grad; a non-contiguous input.
-  Tensor x = make(data(12), {3, 4}, dev());
-  Tensor w = leaf({4}, dev(), 1.0);
+  Tensor x = make(irregular(12), {3, 4}, dev());
+  Tensor w = leaf({4}, dev(), 1);
   auto fw = [&x](const TensorList& in) { return TensorList{layer_norm(x.t(), {3}, in[0].narrow(0, 0, 3))}; };
   EXPECT_TRUE(gradcheck(fw, {w}));
   // The fused backward agrees with the reference formula in float32.
-  Tensor xf = make(data(40), {5, 8}, dev(), kFloat32).requires_grad_();
-  Tensor wf = make(data(8, 1.0), {8}, dev(), kFloat32).requires_grad_();
-  Tensor bf = make(data(8, 2.0), {8}, dev(), kFloat32).requires_grad_();
-  Tensor gf = make(data(40, 3.0), {5, 8}, dev(), kFloat32);
+  Tensor xf = make(irregular(40), {5, 8}, dev(), kFloat32).requires_grad_();
+  Tensor wf = make(irregular(8, 1.0), {8}, dev(), kFloat32).requires_grad_();
+  Tensor bf = make(irregular(8, 2.0), {8}, dev(), kFloat32).requires_grad_();
+  Tensor gf = make(irregular(40, 3.0), {5, 8}, dev(), kFloat32);
   layer_norm(xf, {8}, wf, bf).backward(gf);
   Tensor xd = make(values(xf), {5, 8}, dev()).requires_grad_();
   Tensor wd = make(values(wf), {8}, dev()).requires_grad_();
@@ -333,8 +312,8 @@ TEST_P(NnTest, BatchNormTrainingMatchesReferenceAndUpdatesRunningStats) {
   const int64_t batch = 4, channels = 3, spatial = 5;
   for (const Shape& shape : {Shape{batch, channels, spatial}, Shape{batch, channels}}) {
     const int64_t sp = shape.size() == 3 ? spatial : 1;
-    const std::vector<double> v = data(batch * channels * sp);
-    const std::vector<double> w = data(channels, 1.0), b = data(channels, 2.0);
+    const std::vector<double> v = irregular(batch * channels * sp);
+    const std::vector<double> w = irregular(channels, 1.0), b = irregular(channels, 2.0);
     const std::vector<double> rm0{0.5, -0.25, 1.0}, rv0{2.0, 0.5, 1.5};
     for (DType dt : {kFloat64, kFloat32}) {
       Tensor rm = make(rm0, {channels}, dev(), dt), rv = make(rv0, {channels}, dev(), dt);
@@ -360,9 +339,9 @@ TEST_P(NnTest, BatchNormTrainingMatchesReferenceAndUpdatesRunningStats) {
 
 TEST_P(NnTest, BatchNormEvaluationUsesRunningStats) {
   const int64_t batch = 2, channels = 3, spatial = 4;
-  const std::vector<double> v = data(batch * channels * spatial);
+  const std::vector<double> v = irregular(batch * channels * spatial);
   const ChannelStats st{{0.5, -0.25, 1.0}, {2.0, 0.5, 1.5}};
-  const std::vector<double> w = data(channels, 1.0), b = data(channels, 2.0);
+  const std::vector<double> w = irregular(channels, 1.0), b = irregular(channels, 2.0);
   const Tensor rm = make(st.mean, {channels}, dev()), rv = make(st.var, {channels}, dev());
   const Shape shape{batch, channels, 2, 2};
   const Tensor y =
@@ -401,7 +380,7 @@ TEST_P(NnTest, BatchNormGradients) {
       return TensorList{training ? batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true)
                                  : batch_norm(in[0], rm, rv, in[1], in[2], false)};
     };
-    const TensorList in{leaf({4, 3, 2}, dev()), leaf({3}, dev(), 1.0), leaf({3}, dev(), 2.0)};
+    const TensorList in{leaf({4, 3, 2}, dev()), leaf({3}, dev(), 1), leaf({3}, dev(), 2)};
     EXPECT_TRUE(gradcheck(fn, in)) << "training " << training;
     EXPECT_TRUE(gradgradcheck(fn, in)) << "training " << training;
   }
@@ -413,7 +392,7 @@ TEST_P(NnTest, BatchNormGradients) {
   Tensor rm = zeros({3}, TensorOptions(kFloat64, dev())), rv = ones({3}, TensorOptions(kFloat64, dev()));
   Tensor x = leaf({4, 3}, dev());
   Tensor x2 = make(values(x), {4, 3}, dev()).requires_grad_();
-  const Tensor g = make(data(12, 4.0), {4, 3}, dev());
+  const Tensor g = make(irregular(12, 4.0), {4, 3}, dev());
   batch_norm(x, rm, rv, Tensor(), Tensor(), true).backward(g);
   batch_norm(x2, Tensor(), Tensor(), Tensor(), Tensor(), true).backward(g);
   EXPECT_TRUE(all_close(x.grad(), x2.grad(), 0, 1e-12));
@@ -452,7 +431,7 @@ TEST_P(NnTest, BatchNormErrors) {
 
 TEST_P(NnTest, EmbeddingForwardAndBackward) {
   const int64_t num = 5, dim = 3;
-  const std::vector<double> wv = data(num * dim);
+  const std::vector<double> wv = irregular(num * dim);
   const std::vector<int64_t> idx{4, 0, 2, 4, 4, 1};
   for (DType it : {kInt64, kInt32}) {
     const Tensor indices = tensor(idx).view({2, 3}).to(dev(), it);
@@ -463,7 +442,7 @@ TEST_P(NnTest, EmbeddingForwardAndBackward) {
     for (int64_t i : idx)
       for (int64_t d = 0; d < dim; ++d) expected.push_back(wv[i * dim + d]);
     EXPECT_TRUE(all_close(y, make(expected, {2, 3, dim}), 0, 0));
-    const std::vector<double> gv = data(18, 3.0);
+    const std::vector<double> gv = irregular(18, 3.0);
     y.backward(make(gv, {2, 3, dim}, dev()));
     std::vector<double> gexp(num * dim, 0.0);
     for (size_t k = 0; k < idx.size(); ++k)
@@ -480,7 +459,7 @@ TEST_P(NnTest, EmbeddingPaddingIdxAndLargeAccumulation) {
   const int64_t num = 6, dim = 4;
   const Tensor indices = tensor(std::vector<int64_t>{0, 5, 5, 2, 0}).to(dev());
   for (int64_t pad : {5, -1}) {
-    Tensor w = make(data(num * dim), {num, dim}, dev()).requires_grad_();
+    Tensor w = make(irregular(num * dim), {num, dim}, dev()).requires_grad_();
     embedding(w, indices, pad).sum().backward();
     const auto g = values(w.grad());
     for (int64_t d = 0; d < dim; ++d) {
@@ -495,7 +474,7 @@ TEST_P(NnTest, EmbeddingPaddingIdxAndLargeAccumulation) {
   std::vector<int64_t> idx(k);
   for (int64_t i = 0; i < k; ++i) idx[i] = (i * 31) % rows;
   const Tensor big = tensor(idx).to(dev());
-  const std::vector<double> gv = data(k * 2, 1.0);
+  const std::vector<double> gv = irregular(k * 2, 1.0);
   Tensor g32 = make(gv, {k, 2}, dev(), kFloat32);
   std::vector<double> expected(rows * 2, 0.0);
   const auto g32v = values(g32);
@@ -523,11 +502,11 @@ TEST_P(NnTest, EmbeddingGradients) {
   }
   // The weight gradient as a function of the output gradient: linear, with the padding positions cut.
   Tensor w = leaf({4, 3}, dev());
-  Tensor v = make(data(12, 1.0), {2, 2, 3}, dev()).requires_grad_();
+  Tensor v = make(irregular(12, 1.0), {2, 2, 3}, dev()).requires_grad_();
   const Tensor gw = autograd::grad({embedding(w, indices, 3)}, {w}, {v}, std::nullopt, true)[0];
   const auto vv = values(v);  // row 0 from position 3, row 1 from position 1, padding row 3 zero
   EXPECT_TRUE(all_close(gw, make({vv[9], vv[10], vv[11], vv[3], vv[4], vv[5], 0, 0, 0, 0, 0, 0}, {4, 3})));
-  const Tensor u = make(data(12, 2.0), {4, 3}, dev());
+  const Tensor u = make(irregular(12, 2.0), {4, 3}, dev());
   const Tensor gv = autograd::grad({gw}, {v}, {u})[0];
   const auto uv = values(u);
   std::vector<double> expected(12, 0.0);  // rows of u by index, zero where the index is the padding row 3
@@ -563,11 +542,11 @@ TEST_P(NnTest, EmbeddingErrors) {
 // ---- dropout ----------------------------------------------------------------------------------
 
 TEST_P(NnTest, DropoutIdentityAndExtremes) {
-  const Tensor x = make(data(10), {10}, dev(), kFloat32);
+  const Tensor x = make(irregular(10), {10}, dev(), kFloat32);
   EXPECT_TRUE(dropout(x, 0.5, false).is_same(x));
   EXPECT_TRUE(dropout(x, 0.0, true).is_same(x));
   EXPECT_EQ(values(dropout(x, 1.0, true)), std::vector<double>(10, 0.0));
-  Tensor xg = make(data(6), {6}, dev()).requires_grad_();
+  Tensor xg = make(irregular(6), {6}, dev()).requires_grad_();
   dropout(xg, 1.0).sum().backward();
   EXPECT_EQ(values(xg.grad()), std::vector<double>(6, 0.0));
   EXPECT_EQ(dropout(zeros({0, 3}, TensorOptions(kFloat32, dev())), 0.5).sizes(), (Shape{0, 3}));
@@ -585,25 +564,25 @@ TEST_P(NnTest, DropoutStatisticsScalingAndGradient) {
       for (double v : yv) {
         if (v == 0.0)
           ++zeros_count;
-        else if (std::fabs(v - scale) > scale * testing::default_rtol(dt))
+        else if (std::fabs(v - scale) > scale * default_rtol(dt))
           ++wrong_scale;
       }
       EXPECT_EQ(wrong_scale, 0) << p << " " << dt;
       EXPECT_NEAR(static_cast<double>(zeros_count) / n, p, 0.01) << p << " " << dt;
       // backward: g * mask / (1 - p), the same elements kept
-      const Tensor g = make(data(n), {n}, dev(), dt);
+      const Tensor g = make(irregular(n), {n}, dev(), dt);
       const auto gx = values(autograd::grad({y}, {x}, {g})[0]);
       const auto gv = values(g);
       for (int64_t i = 0; i < n; i += 997) EXPECT_NEAR(gx[i], yv[i] * gv[i], 2e-2 * std::fabs(gv[i]) * scale + 1e-6);
     }
   }
   // Expectation is preserved.
-  const Tensor big = make(data(n), {n}, dev());
+  const Tensor big = make(irregular(n), {n}, dev());
   EXPECT_NEAR(values(dropout(big, 0.5).sum())[0] / n, values(big.sum())[0] / n, 0.03);
 }
 
 TEST_P(NnTest, DropoutIsDeterministicUnderSeed) {
-  const Tensor x = make(data(1000), {1000}, dev(), kFloat32);
+  const Tensor x = make(irregular(1000), {1000}, dev(), kFloat32);
   manual_seed(1234);
   const auto a = values(dropout(x, 0.4));
   const auto b = values(dropout(x, 0.4));
@@ -651,5 +630,151 @@ TEST_P(NnTest, OneHotErrors) {
       throws<DTypeError>([&] { one_hot(idx({0}).to(kInt32)); }, "[one_hot] indices must be int64, got dtype int32"));
 }
 
+
+// ---- long rows, 16-bit floats and strided layouts -----------------------------------------------
+
+// (log_)softmax backward by the formula, in float64, from the outputs y and upstream gradients g.
+std::vector<double> ref_softmax_backward(const std::vector<double>& y, const std::vector<double>& g, const Shape& shape,
+                                         int64_t dim, bool log) {
+  const AroundDim a = around(shape, dim);
+  std::vector<double> gx(y.size());
+  for (int64_t o = 0; o < a.outer; ++o) {
+    for (int64_t i = 0; i < a.inner; ++i) {
+      auto at = [&](int64_t j) { return o * a.n * a.inner + j * a.inner + i; };
+      double s = 0;
+      for (int64_t j = 0; j < a.n; ++j) s += log ? g[at(j)] : g[at(j)] * y[at(j)];
+      for (int64_t j = 0; j < a.n; ++j)
+        gx[at(j)] = log ? g[at(j)] - std::exp(y[at(j)]) * s : y[at(j)] * (g[at(j)] - s);
+    }
+  }
+  return gx;
+}
+
+// Softmax forward and backward of every float dtype against float64 loops on the rounded values, for
+// rows that fit a warp, a block's registers or only a streamed block, and for strided slices.
+TEST_P(NnTest, SoftmaxLongRowsAndStridedSlices) {
+  struct Case {
+    Shape shape;
+    int64_t dim;
+  };
+  const std::vector<Case> cases{{{37, 33}, 1}, {{4, 700}, 1},  {{3, 5000}, 1},
+                                {{2, 20000}, 1}, {{2, 3000, 5}, 1}, {{3, 40, 33}, 1}};
+  for (const Case& c : cases) {
+    for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+      const Tensor x = make(irregular(numel(c.shape), 0.3), c.shape, dev(), dt);
+      const Tensor g = make(irregular(numel(c.shape), 1.7), c.shape, dev(), dt);
+      for (bool log : {false, true}) {
+        Tensor xg = x.detach().requires_grad_();
+        const Tensor y = log ? log_softmax(xg, c.dim) : softmax(xg, c.dim);
+        const double atol = log ? 8 * default_rtol(dt) : -1;
+        EXPECT_TRUE(all_close(y, make(ref_softmax(values(x), c.shape, c.dim, log), c.shape), -1, atol))
+            << ::testing::PrintToString(c.shape) << " " << dt << " log " << log;
+        const Tensor gx = autograd::grad({y}, {xg}, {g})[0];
+        EXPECT_TRUE(all_close(gx, make(ref_softmax_backward(values(y), values(g), c.shape, c.dim, log), c.shape),
+                              dt == kFloat32 ? 1e-5 : -1, -1))
+            << ::testing::PrintToString(c.shape) << " " << dt << " log " << log;
+      }
+    }
+  }
+  // A row whose first half is -inf (masked logits) and a row of only -inf, held and streamed.
+  const double inf = std::numeric_limits<double>::infinity();
+  for (int64_t n : {3000, 20000}) {
+    std::vector<double> masked = irregular(2 * n);
+    for (int64_t j = 0; j < 2 * n; ++j)
+      if (j < n / 2 || j >= n) masked[j] = -inf;
+    const auto y = values(softmax(make(masked, {2, n}, dev(), kFloat32), 1));
+    const auto ref = ref_softmax(std::vector<double>(masked.begin() + n / 2, masked.begin() + n), {1, n - n / 2}, 1,
+                                 false);
+    for (int64_t j = 0; j < n / 2; ++j) EXPECT_EQ(y[j], 0.0) << n;
+    for (int64_t j = n / 2; j < n; ++j) EXPECT_NEAR(y[j], ref[j - n / 2], 1e-6) << n;
+    for (int64_t j = n; j < 2 * n; ++j) EXPECT_TRUE(std::isnan(y[j])) << n;
+  }
+}
+
+// layer_norm forward (every float dtype) and backward (float32 against float64) for rows that fit a
+// warp, a block's registers or only a streamed block, and many rows for the weight and bias sums.
+TEST_P(NnTest, LayerNormLongRowsAndManyRows) {
+  for (const Shape& shape : {Shape{3, 33}, Shape{3, 700}, Shape{2, 5000}, Shape{2, 20000}, Shape{300, 40}}) {
+    const int64_t n = shape[1];
+    for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+      const Tensor x = make(irregular(numel(shape), 0.3), shape, dev(), dt);
+      const Tensor w = make(irregular(n, 1.0), {n}, dev(), dt), b = make(irregular(n, 2.0), {n}, dev(), dt);
+      EXPECT_TRUE(all_close(layer_norm(x, {n}, w, b),
+                            make(ref_layer_norm(values(x), n, values(w), values(b), 1e-5), shape)))
+          << ::testing::PrintToString(shape) << " " << dt;
+      EXPECT_TRUE(all_close(layer_norm(x, {n}), make(ref_layer_norm(values(x), n, {}, {}, 1e-5), shape)))
+          << ::testing::PrintToString(shape) << " " << dt;
+    }
+    const Tensor g = make(irregular(numel(shape), 3.0), shape, dev(), kFloat32);
+    TensorList grads[2];
+    for (DType dt : {kFloat32, kFloat64}) {
+      Tensor x = make(irregular(numel(shape), 0.3), shape, dev(), kFloat32).to(dt).requires_grad_();
+      Tensor w = make(irregular(n, 1.0), {n}, dev(), kFloat32).to(dt).requires_grad_();
+      Tensor b = make(irregular(n, 2.0), {n}, dev(), kFloat32).to(dt).requires_grad_();
+      grads[dt == kFloat64] = autograd::grad({layer_norm(x, {n}, w, b)}, {x, w, b}, {g.to(dt)});
+    }
+    for (int k = 0; k < 3; ++k)
+      EXPECT_TRUE(all_close(grads[0][k], grads[1][k], 1e-4, 1e-4)) << ::testing::PrintToString(shape) << " " << k;
+  }
+}
+
+// batch_norm with many values per channel (several partial sums per channel), forward and backward.
+TEST_P(NnTest, BatchNormManyValuesPerChannel) {
+  const int64_t batch = 8, channels = 3, spatial = 1000;
+  const Shape shape{batch, channels, spatial};
+  const std::vector<double> v = irregular(numel(shape), 0.9);
+  const ChannelStats st = ref_channel_stats(v, batch, channels, spatial);
+  const std::vector<double> w{0.5, 1.5, -1.0}, b{0.25, 0.0, -0.5};  // exact in bfloat16
+  const Tensor expected = make(ref_batch_norm(v, batch, channels, spatial, st, w, b, 1e-5), shape);
+  TensorList grads[2];
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = make(v, shape, dev(), dt).requires_grad_();
+    Tensor wt = make(w, {channels}, dev(), dt).requires_grad_(), bt = make(b, {channels}, dev(), dt).requires_grad_();
+    const Tensor y = batch_norm(x, Tensor(), Tensor(), wt, bt, true);
+    EXPECT_TRUE(all_close(y, expected, dt == kFloat32 ? 1e-5 : -1, -1)) << dt;
+    grads[dt == kFloat64] = autograd::grad({y}, {x, wt, bt}, {make(irregular(numel(shape), 2.0), shape, dev(), dt)});
+  }
+  for (int k = 0; k < 3; ++k) EXPECT_TRUE(all_close(grads[0][k], grads[1][k], 1e-4, 1e-4)) << k;
+  const Tensor xh = make(v, shape, dev(), kBFloat16);
+  const ChannelStats sh = ref_channel_stats(values(xh), batch, channels, spatial);
+  EXPECT_TRUE(all_close(batch_norm(xh, Tensor(), Tensor(), make(w, {channels}, dev(), kBFloat16),
+                                   make(b, {channels}, dev(), kBFloat16), true),
+                        make(ref_batch_norm(values(xh), batch, channels, spatial, sh, w, b, 1e-5), shape)));
+}
+
+// The embedding backward over many indices: 16-bit gradients, int32 indices, odd row sizes, a
+// padding row; sums match float64 and repeat exactly.
+TEST_P(NnTest, EmbeddingBackwardManyIndices) {
+  const int64_t num = 300, dim = 17, k = 5000, pad = 7;
+  std::vector<int64_t> idx(k);
+  for (int64_t i = 0; i < k; ++i) idx[i] = (i * 37 + i / 11) % num;
+  const Tensor indices = tensor(idx).to(dev(), kInt32);
+  for (DType dt : {kFloat32, kBFloat16}) {
+    const Tensor g = make(irregular(k * dim, 0.4), {k, dim}, dev(), dt);
+    const std::vector<double> gv = values(g);
+    std::vector<double> expected(num * dim, 0.0);
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t d = 0; d < dim; ++d)
+        if (idx[i] != pad) expected[idx[i] * dim + d] += gv[i * dim + d];
+    Tensor first;
+    for (int rep = 0; rep < 2; ++rep) {
+      Tensor w = zeros({num, dim}, TensorOptions(dt, dev())).requires_grad_();
+      embedding(w, indices, pad).backward(g);
+      EXPECT_TRUE(all_close(w.grad(), make(expected, {num, dim}), dt == kFloat32 ? 1e-5 : -1, 1e-4)) << dt;
+      if (rep == 0)
+        first = w.grad();
+      else
+        EXPECT_EQ(values(first), values(w.grad())) << dt;
+    }
+    // The forward of odd-sized rows of 16-bit values.
+    const Tensor wv = make(irregular(num * dim, 0.8), {num, dim}, dev(), dt);
+    const auto wvals = values(wv);
+    std::vector<double> rows;
+    for (int64_t i = 0; i < 50; ++i)
+      for (int64_t d = 0; d < dim; ++d) rows.push_back(wvals[idx[i] * dim + d]);
+    EXPECT_TRUE(all_close(embedding(wv, indices.narrow(0, 0, 50)), make(rows, {50, dim}), 0, 0)) << dt;
+  }
+}
+
 }  // namespace
-}  // namespace rtx
+}  // namespace rtx::testing

@@ -11,14 +11,8 @@
 
 #include "test_utils.h"
 
-namespace rtx {
+namespace rtx::testing {
 namespace {
-
-using testing::all_close;
-using testing::gradcheck;
-using testing::gradgradcheck;
-using testing::make;
-using testing::throws;
 
 // ---- reading tensors and naive references --------------------------------------------------------
 
@@ -79,8 +73,8 @@ double cast_ref(double v, DType t) {
   if (out.sizes() != shape)
     return ::testing::AssertionFailure() << "shape " << ::testing::PrintToString(out.sizes()) << " != expected "
                                          << ::testing::PrintToString(shape);
-  if (rtol < 0) rtol = testing::default_rtol(dtype);
-  if (atol < 0) atol = testing::default_atol(dtype);
+  if (rtol < 0) rtol = default_rtol(dtype);
+  if (atol < 0) atol = default_atol(dtype);
   const std::vector<double> got = read(out);
   if (got.size() != expected.size()) return ::testing::AssertionFailure() << "element count differs";
   for (size_t i = 0; i < got.size(); ++i) {
@@ -119,12 +113,6 @@ int64_t broadcast_source(int64_t i, const Shape& out, const Shape& in) {
   return src;
 }
 
-int64_t numel_ref(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t v : s) n *= v;
-  return n;
-}
-
 template <typename F>
 std::vector<double> map1(const Tensor& x, F f) {
   std::vector<double> out;
@@ -137,7 +125,7 @@ std::vector<double> map2(const Tensor& a, const Tensor& b, F f) {
   const Shape s = broadcast_ref(a.sizes(), b.sizes());
   const auto va = read(a), vb = read(b);
   std::vector<double> out;
-  for (int64_t i = 0; i < numel_ref(s); ++i)
+  for (int64_t i = 0; i < numel(s); ++i)
     out.push_back(static_cast<double>(f(va[broadcast_source(i, s, a.sizes())], vb[broadcast_source(i, s, b.sizes())])));
   return out;
 }
@@ -331,11 +319,11 @@ DType result_dtype(Rule rule, DType t) {
 
 // ---- layouts ------------------------------------------------------------------------------------
 
-class PointwiseTest : public testing::DeviceTest {
+class PointwiseTest : public DeviceTest {
  protected:
   // A tensor of shape with values from domain d.
   Tensor input(const Shape& shape, DType t, Domain d, uint64_t seed) const {
-    return make(domain_values(numel_ref(shape), d, t, seed), shape, dev(), t);
+    return make(domain_values(numel(shape), d, t, seed), shape, dev(), t);
   }
   // Same logical shape [4, 5] in several layouts: contiguous, transposed, sliced with step 2, expanded.
   std::vector<std::pair<std::string, Tensor>> layouts(DType t, Domain d, uint64_t seed) const {
@@ -1023,46 +1011,9 @@ TEST_P(PointwiseTest, OperatorsAndCompoundAssignment) {
 
 // ---- gradients ----------------------------------------------------------------------------------
 
-// Second-order check that also covers ops whose first derivative does not depend on the inputs
-// (add, relu, maximum, ...): there the first derivative must not change when the inputs move.
-::testing::AssertionResult second_order(const testing::Fn& fn, const TensorList& inputs) {
-  TensorList diff;
-  for (const auto& x : inputs)
-    if (x.defined() && x.requires_grad()) diff.push_back(x);
-  TensorList outs = fn(inputs);
-  Tensor w_proj = zeros({}, TensorOptions(kFloat64, outs[0].device()));
-  for (const auto& o : outs) w_proj = w_proj + (o * 0.7).sum();
-  const TensorList first = autograd::grad({w_proj}, diff, {}, std::nullopt, true, true);
-  bool any = false;
-  for (const auto& g : first) any = any || (g.defined() && g.requires_grad());
-  if (any) return gradgradcheck(fn, inputs);
-  for (auto& x : diff) {
-    Tensor moved = x.detach();
-    {
-      NoGradGuard ng;
-      moved.add_(1e-3);
-    }
-    TensorList outs2 = fn(inputs);
-    Tensor p2 = zeros({}, TensorOptions(kFloat64, outs2[0].device()));
-    for (const auto& o : outs2) p2 = p2 + (o * 0.7).sum();
-    const TensorList again = autograd::grad({p2}, diff, {}, std::nullopt, false, true);
-    {
-      NoGradGuard ng;
-      moved.sub_(1e-3);
-    }
-    for (size_t k = 0; k < first.size(); ++k) {
-      if (first[k].defined() != again[k].defined())
-        return ::testing::AssertionFailure() << "first derivative " << k << " appears or vanishes when inputs move";
-      if (first[k].defined() && !all_close(first[k], again[k]))
-        return ::testing::AssertionFailure() << "first derivative " << k << " is recorded as constant but changes";
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
 // Values away from the points where the ops are not differentiable (0, integers, halves).
 Tensor grad_input(const Shape& shape, Domain d, Device dev, uint64_t seed) {
-  std::vector<double> v = sample(numel_ref(shape), d == Domain::Any || d == Domain::NonZero ? -2.4 : 0.25, 2.4, seed);
+  std::vector<double> v = sample(numel(shape), d == Domain::Any || d == Domain::NonZero ? -2.4 : 0.25, 2.4, seed);
   for (auto& x : v) {
     const double frac = x - std::floor(x);
     if (std::fabs(frac - 0.5) < 0.1 || frac < 0.1 || frac > 0.9) x += 0.23;
@@ -1071,25 +1022,25 @@ Tensor grad_input(const Shape& shape, Domain d, Device dev, uint64_t seed) {
   return make(v, shape, dev).requires_grad_();
 }
 
-class PointwiseGradTest : public testing::DeviceTest {};
+class PointwiseGradTest : public DeviceTest {};
 INSTANTIATE_DEVICE_TESTS(PointwiseGradTest);
 
 TEST_P(PointwiseGradTest, UnaryGradients) {
   for (const auto& op : kUnary) {
     const Tensor x = grad_input({2, 3}, unary_domain(op.name), dev(), 81);
-    const testing::Fn f = [&](const TensorList& in) { return TensorList{op.fn(in[0])}; };
+    const Fn f = [&](const TensorList& in) { return TensorList{op.fn(in[0])}; };
     EXPECT_TRUE(gradcheck(f, {x})) << op.name;
-    EXPECT_TRUE(second_order(f, {x})) << op.name;
+    EXPECT_TRUE(gradgradcheck(f, {x})) << op.name;
     // The in-place variant on a non-leaf records the same derivative.
-    const testing::Fn f_ = [&](const TensorList& in) {
+    const Fn f_ = [&](const TensorList& in) {
       Tensor y = in[0].clone();
       return TensorList{op.fn_(y)};
     };
     EXPECT_TRUE(gradcheck(f_, {x})) << op.name << "_";
-    EXPECT_TRUE(second_order(f_, {x})) << op.name << "_";
+    EXPECT_TRUE(gradgradcheck(f_, {x})) << op.name << "_";
     // Strided input.
     const Tensor xt = grad_input({3, 2}, unary_domain(op.name), dev(), 82);
-    const testing::Fn ft = [&](const TensorList& in) { return TensorList{op.fn(in[0].t())}; };
+    const Fn ft = [&](const TensorList& in) { return TensorList{op.fn(in[0].t())}; };
     EXPECT_TRUE(gradcheck(ft, {xt})) << op.name << " transposed";
     if (op.zero_grad) {
       Tensor y = op.fn(x);
@@ -1104,9 +1055,9 @@ TEST_P(PointwiseGradTest, BinaryGradientsWithBroadcasting) {
     const Tensor a = grad_input({2, 3}, binary_domain_a(op.name), dev(), 91);
     // Values of b differ from every a, are nonzero and make a / b no integer.
     const Tensor b = make({0.5, -1.1, 1.6}, {3}, dev()).requires_grad_();
-    const testing::Fn f = [&](const TensorList& in) { return TensorList{op.tt(in[0], in[1])}; };
+    const Fn f = [&](const TensorList& in) { return TensorList{op.tt(in[0], in[1])}; };
     EXPECT_TRUE(gradcheck(f, {a, b})) << op.name;
-    EXPECT_TRUE(second_order(f, {a, b})) << op.name;
+    EXPECT_TRUE(gradgradcheck(f, {a, b})) << op.name;
     // The broadcast operand first (pow: a positive base).
     const Tensor b1 = make({0.5, op.name == "pow" ? 1.1 : -1.1, 1.6}, {3}, dev()).requires_grad_();
     const Tensor a1 = make({0.45, 0.7, 2.3, 1.35, 0.95, 1.85}, {2, 3}, dev()).requires_grad_();
@@ -1121,22 +1072,22 @@ TEST_P(PointwiseGradTest, BinaryGradientsWithBroadcasting) {
     EXPECT_EQ(d.grad().sizes(), Shape({1, 4})) << op.name;
     EXPECT_TRUE(c.grad().is_contiguous() && d.grad().is_contiguous()) << op.name;
     // Only one side requiring grad.
-    const testing::Fn fa = [&](const TensorList& in) { return TensorList{op.tt(in[0], b.detach())}; };
+    const Fn fa = [&](const TensorList& in) { return TensorList{op.tt(in[0], b.detach())}; };
     EXPECT_TRUE(gradcheck(fa, {a})) << op.name << " a only";
     // Scalars on either side.
-    const testing::Fn fs = [&](const TensorList& in) { return TensorList{op.ts(in[0], 1.7)}; };
+    const Fn fs = [&](const TensorList& in) { return TensorList{op.ts(in[0], 1.7)}; };
     EXPECT_TRUE(gradcheck(fs, {a})) << op.name << " tensor op scalar";
-    EXPECT_TRUE(second_order(fs, {a})) << op.name << " tensor op scalar";
-    const testing::Fn fr = [&](const TensorList& in) { return TensorList{op.st(1.3, in[0])}; };
+    EXPECT_TRUE(gradgradcheck(fs, {a})) << op.name << " tensor op scalar";
+    const Fn fr = [&](const TensorList& in) { return TensorList{op.st(1.3, in[0])}; };
     EXPECT_TRUE(gradcheck(fr, {b})) << op.name << " scalar op tensor";
-    EXPECT_TRUE(second_order(fr, {b})) << op.name << " scalar op tensor";
+    EXPECT_TRUE(gradgradcheck(fr, {b})) << op.name << " scalar op tensor";
     // In place on a non-leaf.
-    const testing::Fn fi = [&](const TensorList& in) {
+    const Fn fi = [&](const TensorList& in) {
       Tensor y2 = in[0].clone();
       return TensorList{op.tt_(y2, in[1])};
     };
     EXPECT_TRUE(gradcheck(fi, {a, b})) << op.name << "_";
-    EXPECT_TRUE(second_order(fi, {a, b})) << op.name << "_";
+    EXPECT_TRUE(gradgradcheck(fi, {a, b})) << op.name << "_";
   }
 }
 
@@ -1153,7 +1104,7 @@ TEST_P(PointwiseGradTest, PowGradientsAtZero) {
   Tensor f = pow(x, make({0, 1, 2}, {3}, dev()));
   f.backward(make({1, 1, 1}, {3}, dev()));
   EXPECT_TRUE(matches(x.grad(), kFloat64, {1}, {1}));
-  EXPECT_TRUE(second_order([](const TensorList& in) { return TensorList{pow(in[0], in[1])}; },
+  EXPECT_TRUE(gradgradcheck([](const TensorList& in) { return TensorList{pow(in[0], in[1])}; },
                            {make({0.5, 2}, {2}, dev()).requires_grad_(), make({0, 1.5}, {2}, dev()).requires_grad_()}));
 }
 
@@ -1167,7 +1118,7 @@ TEST_P(PointwiseGradTest, NonDifferentiableOpsGiveNoGraph) {
 
 TEST_P(PointwiseGradTest, ParameterOpGradients) {
   const Tensor x = grad_input({2, 3}, Domain::Any, dev(), 101);
-  const std::vector<std::pair<std::string, testing::Fn>> fns = {
+  const std::vector<std::pair<std::string, Fn>> fns = {
       {"gelu", [](const TensorList& in) { return TensorList{gelu(in[0])}; }},
       {"gelu tanh", [](const TensorList& in) { return TensorList{gelu(in[0], "tanh")}; }},
       {"leaky_relu", [](const TensorList& in) { return TensorList{leaky_relu(in[0], 0.2)}; }},
@@ -1187,13 +1138,13 @@ TEST_P(PointwiseGradTest, ParameterOpGradients) {
   };
   for (const auto& [name, f] : fns) {
     EXPECT_TRUE(gradcheck(f, {x})) << name;
-    EXPECT_TRUE(second_order(f, {x})) << name;
+    EXPECT_TRUE(gradgradcheck(f, {x})) << name;
   }
   // Softplus on both sides of the threshold (2 * x vs 3).
   const Tensor xs = make({1.3, 1.7, -0.4, 2.2}, {4}, dev()).requires_grad_();
-  const testing::Fn sp = [](const TensorList& in) { return TensorList{softplus(in[0], 2, 3)}; };
+  const Fn sp = [](const TensorList& in) { return TensorList{softplus(in[0], 2, 3)}; };
   EXPECT_TRUE(gradcheck(sp, {xs}));
-  EXPECT_TRUE(second_order(sp, {xs}));
+  EXPECT_TRUE(gradgradcheck(sp, {xs}));
 }
 
 TEST_P(PointwiseGradTest, MultiInputOpGradients) {
@@ -1203,7 +1154,7 @@ TEST_P(PointwiseGradTest, MultiInputOpGradients) {
   const Tensor lo = make({-1.9, 0.05, -0.1}, {3}, dev()).requires_grad_();
   const Tensor hi = make({2.0, 0.9}, {2, 1}, dev()).requires_grad_();
   const Tensor cond = make({1, 0, 1}, {3}, dev(), kBool);
-  const std::vector<std::pair<std::string, testing::Fn>> fns = {
+  const std::vector<std::pair<std::string, Fn>> fns = {
       {"addcmul", [](const TensorList& in) { return TensorList{addcmul(in[0], in[1], in[2], 0.5)}; }},
       {"addcdiv", [](const TensorList& in) { return TensorList{addcdiv(in[0], in[1], in[2], -1.5)}; }},
       {"addcmul_", [](const TensorList& in) { Tensor y = in[0].clone(); return TensorList{addcmul_(y, in[1], in[2], 0.5)}; }},
@@ -1215,11 +1166,11 @@ TEST_P(PointwiseGradTest, MultiInputOpGradients) {
   };
   for (const auto& [name, f] : fns) {
     EXPECT_TRUE(gradcheck(f, {x, t1, t2})) << name;
-    EXPECT_TRUE(second_order(f, {x, t1, t2})) << name;
+    EXPECT_TRUE(gradgradcheck(f, {x, t1, t2})) << name;
   }
-  const testing::Fn ct = [](const TensorList& in) { return TensorList{clamp(in[0], in[1], in[2])}; };
+  const Fn ct = [](const TensorList& in) { return TensorList{clamp(in[0], in[1], in[2])}; };
   EXPECT_TRUE(gradcheck(ct, {x, lo, hi}));
-  EXPECT_TRUE(second_order(ct, {x, lo, hi}));
+  EXPECT_TRUE(gradgradcheck(ct, {x, lo, hi}));
   // Gradient shapes follow the inputs through broadcasting.
   Tensor y = addcdiv(x, t1, t2);
   y.backward(ones_like(y));
@@ -1229,4 +1180,4 @@ TEST_P(PointwiseGradTest, MultiInputOpGradients) {
 }
 
 }  // namespace
-}  // namespace rtx
+}  // namespace rtx::testing

@@ -5,19 +5,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
 #include "kernels/common/philox.h"
 #include "test_utils.h"
 
-namespace rtx {
+namespace rtx::testing {
 namespace {
 
-using testing::throws;
-using testing::values;
-
-class RandomTest : public testing::DeviceTest {};
+class RandomTest : public DeviceTest {};
 INSTANTIATE_DEVICE_TESTS(RandomTest);
 
 // ---- references computed from the raw Philox words ------------------------------------------------
@@ -163,7 +161,7 @@ TEST_P(RandomTest, UniformMapping) {
       if (c.dtype == kFloat64)
         ASSERT_EQ(vu[i], expect);
       else
-        ASSERT_NEAR(vu[i], expect, std::fabs(expect) * testing::default_rtol(c.dtype) * 2 + 1e-6) << c.dtype;
+        ASSERT_NEAR(vu[i], expect, std::fabs(expect) * default_rtol(c.dtype) * 2 + 1e-6) << c.dtype;
     }
   }
 }
@@ -223,7 +221,7 @@ TEST_P(RandomTest, RandintMapping) {
 TEST_P(RandomTest, BernoulliMapping) {
   const GeneratorState s{5, 0};
   const std::vector<double> p{0.0, 0.1, 0.5, 0.9, 1.0, 0.25, 0.75, 0.3, 0.6};
-  auto [t, after] = at_state(s, [&] { return bernoulli(testing::make(p, {3, 3}, dev(), kFloat64)); });
+  auto [t, after] = at_state(s, [&] { return bernoulli(make(p, {3, 3}, dev(), kFloat64)); });
   EXPECT_EQ(t.dtype(), kFloat64);
   EXPECT_EQ(after.offset, 3u);
   const auto v = values(t);
@@ -256,7 +254,7 @@ TEST_P(RandomTest, RandpermMapping) {
 TEST_P(RandomTest, MultinomialMapping) {
   const GeneratorState s{2024, 11};
   const std::vector<double> w{1, 0, 3, 2, 5, 0.5, 0, 0, 4, 1};  // 2 rows of 5
-  const Tensor weights = testing::make(w, {2, 5}, dev(), kFloat32);
+  const Tensor weights = make(w, {2, 5}, dev(), kFloat32);
   // With replacement: sample (r, j) uses the float64 uniform of logical index r * 7 + j.
   auto [with, after_with] = at_state(s, [&] { return multinomial(weights, 7, true); });
   EXPECT_EQ(with.sizes(), (Shape{2, 7}));
@@ -534,7 +532,7 @@ TEST_P(RandomTest, BernoulliStatistics) {
   const Moments ms = moments(values(bernoulli(empty({n}, TensorOptions(kBool, dev())), 0.85)));
   EXPECT_NEAR(ms.mean, 0.85, 0.002);
   // p = 0 and p = 1 are certain; a transposed p is read by logical index.
-  const Tensor p = testing::make({0, 1, 0, 1, 1, 0}, {2, 3}, dev(), kFloat32).t();
+  const Tensor p = make({0, 1, 0, 1, 1, 0}, {2, 3}, dev(), kFloat32).t();
   EXPECT_EQ(values(bernoulli(p)), values(p));
   EXPECT_EQ(bernoulli(p).sizes(), (Shape{3, 2}));
   EXPECT_EQ(values(bernoulli(empty({5}, TensorOptions(kInt64, dev())), 1.0)), std::vector<double>(5, 1.0));
@@ -569,7 +567,7 @@ TEST_P(RandomTest, RandpermIsPermutation) {
 TEST_P(RandomTest, MultinomialStatistics) {
   manual_seed(7);
   const std::vector<double> w{1, 2, 0, 3, 4};
-  const Tensor weights = testing::make(w, {5}, dev(), kFloat32);
+  const Tensor weights = make(w, {5}, dev(), kFloat32);
   const int64_t n = 1000000;
   const auto v = multinomial(weights, n, true).tolist<int64_t>();
   std::vector<double> freq(5);
@@ -579,7 +577,7 @@ TEST_P(RandomTest, MultinomialStatistics) {
   // Without replacement: distinct, never a zero weight, and the first draw follows the weights.
   const std::vector<double> w2{5, 1, 0, 1, 1};
   const int64_t reps = 4000;
-  const Tensor rows = testing::make({1, 2, 0, 3, 4, 5, 1, 0, 1, 1}, {2, 5}, dev(), kFloat64)
+  const Tensor rows = make({1, 2, 0, 3, 4, 5, 1, 0, 1, 1}, {2, 5}, dev(), kFloat64)
                           .expand({reps, 2, 5})
                           .reshape({2 * reps, 5});
   const auto picks = multinomial(rows, 4, false).tolist<int64_t>();
@@ -643,7 +641,7 @@ TEST_P(RandomTest, Errors) {
   EXPECT_TRUE(throws<Error>([&] { uniform_(expanded); }, "[uniform_] cannot write in place into an expanded tensor"));
 
   // Float64 tensors of the given shape.
-  auto f64 = [&](const std::vector<double>& v, const Shape& shape) { return testing::make(v, shape, dev()); };
+  auto f64 = [&](const std::vector<double>& v, const Shape& shape) { return make(v, shape, dev()); };
   EXPECT_TRUE(throws<DTypeError>([&] { bernoulli(ints); }, "[bernoulli] p must be a floating tensor"));
   EXPECT_TRUE(throws<ValueError>([&] { bernoulli(f64({0.5, 1.5}, {2})); }, "element 1 (flat) of p (shape [2]) is 1.5"));
   EXPECT_TRUE(throws<ValueError>([&] { bernoulli(f64({-0.1}, {1})); }, "[bernoulli] p must hold probabilities"));
@@ -673,5 +671,84 @@ TEST_P(RandomTest, Errors) {
   EXPECT_EQ(get_rng_state().offset, before.offset);
 }
 
+
+// ---- CUDA against the CPU ---------------------------------------------------------------------------
+
+// make(device) on dev and on the CPU from the same generator state: the same values, bit for bit,
+// and the same state after.
+template <typename Make>
+::testing::AssertionResult same_as_cpu(Device dev, const GeneratorState& s, const Make& make) {
+  auto [cpu, cpu_after] = at_state(s, [&] { return make(Device(kCPU)); });
+  auto [got, got_after] = at_state(s, [&] { return make(dev); });
+  if (got_after.offset != cpu_after.offset)
+    return ::testing::AssertionFailure() << "offset " << got_after.offset << " != " << cpu_after.offset;
+  return same_bytes(got, cpu);
+}
+
+TEST_P(RandomTest, CudaMatchesCpuBitwise) {
+  if (dev().is_cpu()) GTEST_SKIP() << "compares the CUDA kernels against the CPU's";
+  const GeneratorState s{0x9e3779b97f4a7c15ull, 12345};
+  const Shape odd{37, 29};  // a partial last counter
+  for (DType dt : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+    EXPECT_TRUE(same_as_cpu(dev(), s, [&](Device d) { return rand(odd, TensorOptions(dt, d)); })) << dt;
+    EXPECT_TRUE(same_as_cpu(dev(), s, [&](Device d) { return randn(odd, TensorOptions(dt, d)); })) << dt;
+    EXPECT_TRUE(same_as_cpu(dev(), s, [&](Device d) { return rand({(1 << 20) + 3}, TensorOptions(dt, d)); })) << dt;
+    EXPECT_TRUE(same_as_cpu(dev(), s, [&](Device d) { return randn({(1 << 20) + 1}, TensorOptions(dt, d)); })) << dt;
+    // In place into contiguous, transposed and sliced outputs (values by logical index).
+    for (int layout = 0; layout < 3; ++layout) {
+      auto target = [&](Device d) {
+        Tensor base = full({29, 74}, 7.0, TensorOptions(dt, d));
+        return layout == 0 ? base : layout == 1 ? base.t() : base.slice(1, 1, 74, 2);
+      };
+      EXPECT_TRUE(same_as_cpu(dev(), s, [&](Device d) {
+        Tensor t = target(d);
+        return uniform_(t, -3.0, 0.5);
+      })) << dt << " layout " << layout;
+      EXPECT_TRUE(same_as_cpu(dev(), s, [&](Device d) {
+        Tensor t = target(d);
+        return normal_(t, 1.5, 2.0);
+      })) << dt << " layout " << layout;
+    }
+  }
+  struct IntCase {
+    DType dtype;
+    int64_t low, high;
+  };
+  for (const IntCase& c : {IntCase{kInt64, INT64_MIN, INT64_MAX}, IntCase{kInt64, -3, 17}, IntCase{kInt32, -100000, 5},
+                           IntCase{kInt8, -128, 128}, IntCase{kUInt8, 0, 256}, IntCase{kBool, 0, 2},
+                           IntCase{kFloat32, -1000, 1000}, IntCase{kFloat16, -2048, 2049}, IntCase{kBFloat16, 0, 257},
+                           IntCase{kFloat64, -(int64_t{1} << 53), int64_t{1} << 53}}) {
+    EXPECT_TRUE(same_as_cpu(dev(), s, [&](Device d) { return randint(c.low, c.high, odd, TensorOptions(c.dtype, d)); }))
+        << c.dtype << " [" << c.low << ", " << c.high << ")";
+  }
+  const Tensor probs = rand({29, 37}, TensorOptions(kFloat64));
+  for (DType dt : {kFloat32, kFloat64, kFloat16}) {
+    EXPECT_TRUE(same_as_cpu(dev(), s, [&](Device d) { return bernoulli(probs.to(d, dt).t()); })) << dt;
+  }
+  for (DType dt : {kBool, kUInt8, kInt32, kInt64, kFloat32, kFloat16, kFloat64}) {
+    EXPECT_TRUE(same_as_cpu(dev(), s, [&](Device d) { return bernoulli(empty(odd, TensorOptions(dt, d)), 0.37); }))
+        << dt;
+  }
+  for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{37}, int64_t{2049}, int64_t{100003}}) {
+    for (DType dt : {kInt64, kInt32, kFloat32, kFloat16}) {
+      if (dt == kFloat16 && n > 2049) continue;
+      EXPECT_TRUE(same_as_cpu(dev(), s, [&](Device d) { return randperm(n, TensorOptions(dt, d)); })) << n << " " << dt;
+    }
+  }
+  // Weights with zeros; rows longer than a shared-memory sort (the race keys then take the radix sort).
+  for (const Shape& shape : {Shape{3, 50}, Shape{2, 6000}, Shape{1, 100000}, Shape{700, 9}}) {
+    const int64_t cats = shape[1];
+    std::vector<double> wv(static_cast<size_t>(shape[0] * cats));
+    for (size_t i = 0; i < wv.size(); ++i) wv[i] = i % cats % 5 == 2 ? 0.0 : 0.05 + static_cast<double>(i * 7919 % 1000);
+    const Tensor w = make(wv, shape);
+    const int64_t few = std::min<int64_t>(cats / 2, 100);
+    EXPECT_TRUE(same_as_cpu(dev(), s, [&](Device d) { return multinomial(w.to(d), 3 * cats + 1, true); }))
+        << "with replacement, " << cats;
+    EXPECT_TRUE(same_as_cpu(dev(), s, [&](Device d) { return multinomial(w.to(d, kFloat32), few, false); }))
+        << "without replacement, " << cats;
+    EXPECT_TRUE(same_as_cpu(dev(), s, [&](Device d) { return multinomial(w[0].to(d), 5, true); })) << "1-d, " << cats;
+  }
+}
+
 }  // namespace
-}  // namespace rtx
+}  // namespace rtx::testing

@@ -13,47 +13,16 @@
 
 #include "test_utils.h"
 
-namespace rtx {
+namespace rtx::testing {
 namespace {
 
-using testing::all_close;
-using testing::gradcheck;
-using testing::gradgradcheck;
-using testing::make;
-using testing::throws;
-using testing::values;
-
-class ReduceTest : public testing::DeviceTest {};
+class ReduceTest : public DeviceTest {};
 INSTANTIATE_DEVICE_TESTS(ReduceTest);
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // ---- data -------------------------------------------------------------------------------------------
-
-uint64_t lcg(uint64_t& state) {
-  state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-  return state >> 33;
-}
-
-// Multiples of 0.25 in [-2, 2]: exact in every float type, with zeros and ties.
-std::vector<double> quarters(int64_t n, uint64_t seed) {
-  std::vector<double> v(static_cast<size_t>(n));
-  for (auto& x : v) x = (static_cast<double>(lcg(seed) % 17) - 8.0) * 0.25;
-  return v;
-}
-
-// Distinct values in [-1.5, 1.5] (no ties, no zeros) for gradient checks.
-std::vector<double> smooth(int64_t n, uint64_t seed) {
-  std::vector<double> v(static_cast<size_t>(n));
-  for (auto& x : v) {
-    x = (static_cast<double>(lcg(seed) % 1000000) / 1000000.0 - 0.5) * 3.0;
-    if (std::fabs(x) < 1e-3) x = 0.7;
-  }
-  return v;
-}
-
-int64_t numel(const Shape& s) { return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()); }
 
 // ---- layouts ----------------------------------------------------------------------------------------
 
@@ -582,26 +551,21 @@ TEST_P(ReduceTest, LogsumexpIsStable) {
 
 // ---- gradients --------------------------------------------------------------------------------------
 
-// Float64 leaf of shape holding smooth (distinct, nonzero) values.
-Tensor leaf(const Shape& shape, Device dev, uint64_t seed = 3) {
-  return make(smooth(numel(shape), seed), shape, dev).requires_grad_();
-}
-
 using Unary = std::function<Tensor(const Tensor&)>;
 
 // gradcheck of f at x, and gradgradcheck of f(exp(x)): the inner exp makes every first derivative
 // depend on x (also for the piecewise linear ops) without creating ties or zeros.
 ::testing::AssertionResult grad_ok(const Unary& f, const Tensor& x) {
-  const testing::Fn fn = [f](const TensorList& in) { return TensorList{f(in[0])}; };
+  const Fn fn = [f](const TensorList& in) { return TensorList{f(in[0])}; };
   auto first = gradcheck(fn, {x});
   if (!first) return first;
-  const testing::Fn composed = [f](const TensorList& in) { return TensorList{f(exp(in[0]))}; };
+  const Fn composed = [f](const TensorList& in) { return TensorList{f(exp(in[0]))}; };
   return gradgradcheck(composed, {x});
 }
 
 // gradcheck and gradgradcheck of f itself (f nonlinear).
 ::testing::AssertionResult both_orders(const Unary& f, const Tensor& x) {
-  const testing::Fn fn = [f](const TensorList& in) { return TensorList{f(in[0])}; };
+  const Fn fn = [f](const TensorList& in) { return TensorList{f(in[0])}; };
   auto first = gradcheck(fn, {x});
   if (!first) return first;
   return gradgradcheck(fn, {x});
@@ -817,5 +781,174 @@ TEST_P(ReduceTest, ErrorMessages) {
   EXPECT_TRUE(throws<IndexError>([&] { norm(e, -kInf, {0}); }, std::string("[norm] ") + empty_msg));
 }
 
+// ---- layouts of every GPU path ------------------------------------------------------------------------
+
+// Long rows split over several blocks (also from a misaligned start and along a strided run), one long
+// vector, many short rows, columns with and without outer dims (vectorizable or not), runs of an inner
+// reduced dim under an outer reduced one, a permuted input and a broadcast (stride 0) one; every float
+// dtype, against float64 loops over the same (exactly representable) values.
+TEST_P(ReduceTest, EveryKernelPathAndLayoutMatchesReference) {
+  struct Case {
+    Shape base;
+    Shape dims;
+    std::function<Tensor(const Tensor&)> view;
+  };
+  const auto same = [](const Tensor& t) { return t; };
+  const std::vector<Case> cases = {
+      {{3, 70000}, {1}, same},
+      {{300000}, {}, same},
+      {{20000, 7}, {1}, same},
+      {{5000, 33}, {0}, same},
+      {{4096, 64}, {0}, same},
+      {{7, 2000, 30}, {1}, same},
+      {{16, 8, 50}, {0, 2}, same},
+      {{3, 70001}, {1}, [](const Tensor& t) { return t.narrow(1, 1, 70000); }},
+      {{3, 140000}, {1}, [](const Tensor& t) { return t.slice(1, 0, std::nullopt, 2); }},
+      {{70000, 3}, {1}, [](const Tensor& t) { return t.t(); }},
+      {{40, 50, 60}, {0, 2}, [](const Tensor& t) { return t.permute({2, 0, 1}); }},
+      {{1, 5000}, {0}, [](const Tensor& t) { return t.expand({300, 5000}); }},
+  };
+  uint64_t seed = 21;
+  for (const Case& c : cases) {
+    const std::vector<double> v = quarters(numel(c.base), seed++);
+    const Tensor ref_x = c.view(make(v, c.base));
+    const Shape shape = ref_x.sizes();
+    const std::vector<bool> reduced = reduced_mask(c.dims, static_cast<int64_t>(shape.size()));
+    const auto gs = groups(values(ref_x), shape, reduced);
+    const Shape rs = result_shape(shape, reduced, false);
+    auto expect = [&](const Ref& f) { return make(reduce_groups(gs, f), rs); };
+    const Tensor e_sum = expect(ref_sum), e_mean = expect(ref_mean);
+    const Tensor e_max = expect([](const auto& g) { return ref_extreme(g, true); });
+    const Tensor e_min = expect([](const auto& g) { return ref_extreme(g, false); });
+    const Tensor e_var = expect([](const auto& g) { return ref_var(g, 1); });
+    const Tensor e_lse = expect(ref_logsumexp);
+    const Tensor e_norm = expect([](const auto& g) { return ref_norm(g, 2); });
+    const Tensor e_inf = expect([](const auto& g) { return ref_norm(g, kInf); });
+    const Tensor e_all = expect(ref_all), e_any = expect(ref_any);
+    const Tensor e_prod = expect([](const auto& g) {
+      double p = 1;
+      for (double x : g) p *= x < 0 ? -1.0 : 1.0;
+      return p;
+    });
+    const Tensor e_argmax = expect([](const auto& g) { return static_cast<double>(ref_arg(g, true)); });
+    const Tensor e_argmin = expect([](const auto& g) { return static_cast<double>(ref_arg(g, false)); });
+    for (DType dt : kFloatTypes) {
+      SCOPED_TRACE(::testing::Message() << "base " << ::testing::PrintToString(c.base) << " view "
+                                        << ::testing::PrintToString(shape) << " dims " << ::testing::PrintToString(c.dims)
+                                        << " " << dtype_name(dt));
+      const Tensor x = c.view(make(v, c.base, dev(), dt));
+      const double rtol = dt == kFloat64 ? 1e-9 : dt == kFloat32 ? 1e-5 : -1;
+      const double atol = dt == kFloat64 ? 1e-9 : dt == kFloat32 ? 1e-5 : -1;
+      EXPECT_TRUE(all_close(sum(x, c.dims), e_sum, rtol, atol));
+      EXPECT_TRUE(all_close(mean(x, c.dims), e_mean, rtol, atol));
+      EXPECT_TRUE(all_close(amax(x, c.dims), e_max));
+      EXPECT_TRUE(all_close(amin(x, c.dims), e_min));
+      EXPECT_TRUE(all_close(var(x, c.dims), e_var, rtol, atol));
+      EXPECT_TRUE(all_close(logsumexp(x, c.dims), e_lse, rtol, atol));
+      EXPECT_TRUE(all_close(norm(x, 2.0, c.dims), e_norm, rtol, atol));
+      EXPECT_TRUE(all_close(norm(x, kInf, c.dims), e_inf));
+      EXPECT_TRUE(all_close(all(x, c.dims), e_all));
+      EXPECT_TRUE(all_close(any(x < -1.5, c.dims), expect([](const auto& g) {
+        return static_cast<double>(std::any_of(g.begin(), g.end(), [](double y) { return y < -1.5; }));
+      })));
+      EXPECT_TRUE(all_close(prod((x < 0).to(dt) * -2 + 1, c.dims), e_prod));
+      if (c.dims.size() == 1) {
+        EXPECT_TRUE(all_close(argmax(x, c.dims[0]), e_argmax));
+        EXPECT_TRUE(all_close(argmin(x, c.dims[0]), e_argmin));
+        EXPECT_TRUE(all_close(max(x, c.dims[0]).values, e_max));
+      }
+    }
+    // Integer sums of the same layout (int64 accumulation).
+    const Tensor xi = c.view(make(v, c.base, dev(), kFloat64) * 4).to(kInt32);
+    EXPECT_EQ(values(sum(xi, c.dims)), values(e_sum * 4));
+  }
+}
+
+// A NaN and ties far apart in one long row and in long columns: the first one wins on every path.
+TEST_P(ReduceTest, ArgReduceTiesAndNaNsAcrossChunks) {
+  const int64_t n = 1000003;
+  for (DType dt : {kFloat32, kFloat16, kFloat64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::vector<double> row(static_cast<size_t>(n), 0.0);
+    row[987654] = 3;
+    row[123457] = 3;
+    row[555555] = -3;
+    row[20] = -3;
+    EXPECT_EQ(argmax(make(row, {n}, dev(), dt)).item<int64_t>(), 123457);
+    EXPECT_EQ(argmin(make(row, {n}, dev(), dt)).item<int64_t>(), 20);
+    row[700001] = kNaN;
+    row[400009] = kNaN;
+    EXPECT_EQ(argmax(make(row, {n}, dev(), dt)).item<int64_t>(), 400009);
+    EXPECT_EQ(argmin(make(row, {n}, dev(), dt)).item<int64_t>(), 400009);
+    EXPECT_TRUE(std::isnan(amax(make(row, {n}, dev(), dt)).item<double>()));
+    EXPECT_TRUE(std::isnan(sum(make(row, {n}, dev(), dt)).item<double>()));
+    // Columns: [rows, 5], column k holds its maximum at rows 90000 + k and 30000 + 7k.
+    const int64_t rows = 100000;
+    std::vector<double> col(static_cast<size_t>(rows * 5), 1.0);
+    for (int64_t k = 0; k < 5; ++k) {
+      col[static_cast<size_t>((90000 + k) * 5 + k)] = 2;
+      col[static_cast<size_t>((30000 + 7 * k) * 5 + k)] = 2;
+    }
+    col[static_cast<size_t>(60000 * 5 + 3)] = kNaN;
+    const Tensor c = make(col, {rows, 5}, dev(), dt);
+    EXPECT_EQ(values(argmax(c, 0)), (std::vector<double>{30000, 30007, 30014, 60000, 30028}));
+    EXPECT_EQ(values(argmin(c, 0)), (std::vector<double>{0, 0, 0, 60000, 0}));
+    EXPECT_EQ(values(argmax(c.t(), 1)), (std::vector<double>{30000, 30007, 30014, 60000, 30028}));
+  }
+}
+
+// Results are bitwise the same run to run.
+TEST_P(ReduceTest, ResultsAreDeterministic) {
+  const Tensor x = make(smooth(3000000, 41), {3000000}, dev(), kFloat32);
+  const Tensor m = make(smooth(3000000, 43), {1000, 3000}, dev(), kFloat32);
+  for (int rep = 0; rep < 2; ++rep) {
+    EXPECT_EQ(sum(x).item<float>(), sum(x).item<float>());
+    EXPECT_EQ(var(x).item<float>(), var(x).item<float>());
+    EXPECT_EQ(logsumexp(x, {0}).item<float>(), logsumexp(x, {0}).item<float>());
+    EXPECT_EQ(values(sum(m, {0})), values(sum(m, {0})));
+    EXPECT_EQ(values(norm(m, 2.0, {1})), values(norm(m, 2.0, {1})));
+    EXPECT_EQ(values(cumsum(x, 0)), values(cumsum(x, 0)));
+  }
+}
+
+// Long and short rows, long columns and few lines (the chunked scans) against float64 prefix sums.
+TEST_P(ReduceTest, CumsumLongRowsColumnsAndManyRows) {
+  const std::vector<std::pair<Shape, int64_t>> cases = {{{2, 100000}, 1}, {{100000, 3}, 0}, {{5, 3000, 2}, 1},
+                                                        {{50000, 5}, 1},  {{300000}, 0},    {{3, 1500, 40}, 1}};
+  uint64_t seed = 31;
+  for (const auto& [shape, dim] : cases) {
+    std::vector<double> v = quarters(numel(shape), seed++);
+    for (auto& x : v) x = x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+      if (d < dim) outer *= shape[d];
+      if (d > dim) inner *= shape[d];
+    }
+    const int64_t len = shape[dim];
+    std::vector<double> expected(v.size());
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t k = 0; k < inner; ++k) {
+        double acc = 0;
+        for (int64_t i = 0; i < len; ++i) {
+          const size_t at = static_cast<size_t>((o * len + i) * inner + k);
+          acc += v[at];
+          expected[at] = acc;
+        }
+      }
+    }
+    for (DType dt : {kFloat64, kFloat32, kFloat16, kInt32, kInt8}) {
+      SCOPED_TRACE(::testing::Message() << ::testing::PrintToString(shape) << " dim " << dim << " " << dtype_name(dt));
+      const Tensor got = cumsum(make(v, shape, dev(), dt), dim);
+      EXPECT_EQ(got.dtype(), is_floating(dt) ? dt : kInt64);
+      ASSERT_TRUE(all_close(got, make(expected, shape)));
+    }
+    // A transposed input is scanned along the same logical dim.
+    if (shape.size() == 2) {
+      const Tensor t = make(v, shape, dev(), kFloat32).t().contiguous().t();
+      ASSERT_TRUE(all_close(cumsum(t, dim), make(expected, shape)));
+    }
+  }
+}
+
 }  // namespace
-}  // namespace rtx
+}  // namespace rtx::testing

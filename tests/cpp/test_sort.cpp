@@ -12,22 +12,11 @@ namespace {
 
 class SortTest : public DeviceTest {};
 
-// f with every output squared: its gradient then depends on the inputs, so that a second-order check
-// differentiates the op's backward formula (the gradient of a linear op alone is constant).
-Fn squared(const Fn& f) {
-  return [f](const TensorList& in) {
-    TensorList outs = f(in);
-    for (auto& o : outs) o = o * o;
-    return outs;
-  };
-}
-
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Values with many ties (multiples of 1/2 in [-2, 2]) and, when with_nan, some NaNs.
 Tensor tied_tensor(const Shape& shape, Device dev, DType dtype, uint32_t seed, bool with_nan = false) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  const int64_t n = numel(shape);
   std::mt19937 gen(seed);
   std::uniform_int_distribution<int> dist(-4, 4);
   std::vector<double> v(static_cast<size_t>(n));
@@ -39,8 +28,7 @@ Tensor tied_tensor(const Shape& shape, Device dev, DType dtype, uint32_t seed, b
 
 // Distinct values (a shuffled range): no ties, so gradients are well defined.
 Tensor distinct_tensor(const Shape& shape, Device dev, DType dtype, uint32_t seed) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  const int64_t n = numel(shape);
   std::vector<double> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[i] = 0.37 * static_cast<double>(i) - 3.0;
   std::shuffle(v.begin(), v.end(), std::mt19937(seed));
@@ -229,6 +217,73 @@ TEST_P(SortTest, Gradients) {
 }
 
 INSTANTIATE_DEVICE_TESTS(SortTest);
+
+
+// ---- long rows ------------------------------------------------------------------------------------
+
+// Rows at the longest a device sorts in shared memory (4096), just past it, long single rows, long
+// strided rows, 64-bit keys over several rows, and every dtype in both directions.
+TEST_P(SortTest, LongRowsEveryDtypeAndDirection) {
+  struct Case {
+    Shape shape;
+    int64_t dim;
+    bool transposed;
+  };
+  const Case cases[] = {{{3, 4096}, 1, false}, {{2, 4097}, 1, false}, {{70001}, 0, false}, {{2, 5000}, 0, true}};
+  for (DType dt : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32, kInt8, kUInt8, kBool}) {
+    for (const Case& c : cases) {
+      Tensor x = dt == kUInt8 ? tied_tensor(c.shape, dev(), kFloat64, 8).abs().to(dt)
+                              : tied_tensor(c.shape, dev(), dt, 8, is_floating(dt));
+      if (c.transposed) x = x.t();  // [5000, 2] sorted along dim 0: rows with stride 2
+      for (bool descending : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << dt << " " << ::testing::PrintToString(x.sizes()) << " desc " << descending);
+        auto [v, i] = sort(x, c.dim, descending);
+        const Sorted ref = ref_sort(x, c.dim, descending);
+        EXPECT_TRUE(same(dim_last(v, c.dim), ref.values));
+        EXPECT_TRUE(same(dim_last(i, c.dim), ref.indices));
+      }
+    }
+  }
+}
+
+// Long rows select in chunks (small k: several rounds of candidates, the last chunk of a row shorter
+// than k) or sort whole rows (large k); ties and NaNs everywhere.
+TEST_P(SortTest, TopkLongRows) {
+  for (DType dt : {kFloat32, kFloat64, kInt32, kInt8}) {
+    for (const Shape& shape : {Shape{3, 10000}, Shape{1, 70001}}) {
+      const Tensor x = tied_tensor(shape, dev(), dt, 9, is_floating(dt));
+      for (int64_t k : {1, 17, 1000, 1025, 4097, 10000}) {
+        for (bool largest : {true, false}) {
+          SCOPED_TRACE(::testing::Message() << dt << " " << ::testing::PrintToString(shape) << " k " << k << " largest "
+                                            << largest);
+          auto [v, i] = topk(x, k, 1, largest, true);
+          const Sorted ref = ref_sort(x, 1, largest, k);
+          EXPECT_TRUE(same(values(v), ref.values));
+          EXPECT_TRUE(same(values(i), ref.indices));
+        }
+      }
+    }
+  }
+}
+
+// -0 and +0 are equal: they keep their order (and their signs) in short and long rows.
+TEST_P(SortTest, SignedZerosAreTies) {
+  for (int64_t n : {6, 5001}) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) v[j] = j % 3 == 2 ? 1.0 : (j % 2 ? -0.0 : 0.0);
+    for (DType dt : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+      const Tensor x = make(v, {n}, dev(), dt);
+      for (bool descending : {false, true}) {
+        auto [sv, si] = sort(x, 0, descending);
+        const Sorted ref = ref_sort(x, 0, descending);
+        EXPECT_TRUE(same(values(si), ref.indices)) << n << " " << dt << " desc " << descending;
+        const auto got = values(sv);
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_EQ(std::signbit(got[j]), std::signbit(v[static_cast<size_t>(ref.indices[j])])) << n << " " << dt;
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace rtx::testing

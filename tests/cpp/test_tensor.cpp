@@ -2,19 +2,16 @@
 // contiguous, the version counter, and printing.
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <sstream>
 
 #include "test_utils.h"
 
-namespace rtx {
+namespace rtx::testing {
 namespace {
 
-using testing::make;
-using testing::throws;
-using testing::values;
-
-class TensorTest : public testing::DeviceTest {};
+class TensorTest : public DeviceTest {};
 INSTANTIATE_DEVICE_TESTS(TensorTest);
 
 const DType kAllDTypes[] = {kBool, kUInt8, kInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64};
@@ -257,6 +254,74 @@ TEST_P(TensorTest, TensorFromValues) {
   EXPECT_EQ(s.item<double>(), 2.5);
 }
 
+TEST_P(TensorTest, TensorFromBools) {
+  Tensor b = tensor(std::vector<bool>{true, false, true}, dev());
+  EXPECT_EQ(b.dtype(), kBool);
+  EXPECT_EQ(b.device(), dev());
+  EXPECT_EQ(b.tolist<bool>(), (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(tensor(std::vector<bool>{}).numel(), 0);
+  Tensor f = tensor(std::vector<bool>{false, true}, TensorOptions(kFloat32, dev()));
+  EXPECT_EQ(f.dtype(), kFloat32);
+  EXPECT_EQ(values(f), (std::vector<double>{0, 1}));
+  // A braced list of bools is a bool tensor; one of numbers stays float32.
+  Tensor l = tensor({true, true, false}, dev());
+  EXPECT_EQ(l.dtype(), kBool);
+  EXPECT_EQ(values(l), (std::vector<double>{1, 1, 0}));
+  EXPECT_EQ(tensor({1, 2}).dtype(), kFloat32);
+  EXPECT_EQ(tensor({1.0, 0.0}).dtype(), kFloat32);
+}
+
+TEST_P(TensorTest, UnsetOptionsTakeTheOpDefaults) {
+  EXPECT_FALSE(TensorOptions(dev()).dtype.has_value());
+  EXPECT_FALSE(TensorOptions(kInt32).device.has_value());
+  EXPECT_EQ(*TensorOptions(dev()).resolved(kInt8).dtype, kInt8);
+  EXPECT_EQ(*TensorOptions(kInt32).resolved().device, Device(kCPU));
+  // *_like keep what the options leave unset.
+  const Tensor ints = full({2, 3}, 4, TensorOptions(kInt32, dev()));
+  for (Tensor t : {zeros_like(ints, dev()), ones_like(ints, dev()), empty_like(ints, dev()), full_like(ints, 2.5, dev())}) {
+    EXPECT_EQ(t.dtype(), kInt32);
+    EXPECT_EQ(t.device(), dev());
+    EXPECT_EQ(t.sizes(), (Shape{2, 3}));
+  }
+  EXPECT_EQ(values(full_like(ints, 2.5, dev())), std::vector<double>(6, 2.0));
+  const Tensor f64 = ones({3}, TensorOptions(kFloat64, dev()));
+  EXPECT_EQ(zeros_like(f64, kFloat16).device(), dev());
+  EXPECT_EQ(zeros_like(f64, kFloat16).dtype(), kFloat16);
+  EXPECT_EQ(rand_like(f64, dev()).dtype(), kFloat64);
+  EXPECT_EQ(randn_like(f64, TensorOptions(kFloat32)).device(), dev());
+  EXPECT_TRUE(zeros_like(f64, TensorOptions(kFloat64, dev(), true)).requires_grad());
+  // arange infers int64 from integer bounds, the default float from a floating one.
+  Tensor a = arange(5, dev());
+  EXPECT_EQ(a.dtype(), kInt64);
+  EXPECT_EQ(a.device(), dev());
+  EXPECT_EQ(values(a), iota(5));
+  EXPECT_EQ(arange(1, 7, 2, dev()).dtype(), kInt64);
+  EXPECT_EQ(arange(0, 2.5, 1, dev()).dtype(), kFloat32);
+  EXPECT_EQ(arange(5, kFloat64).dtype(), kFloat64);
+  EXPECT_EQ(arange(5, kFloat64).device(), Device(kCPU));
+  // full infers from the value like torch.full: bool, int64, the default float.
+  EXPECT_EQ(full({2}, true, dev()).dtype(), kBool);
+  EXPECT_EQ(full({2}, 7, dev()).dtype(), kInt64);
+  EXPECT_EQ(full({1}, int64_t{1} << 40, dev()).item<int64_t>(), int64_t{1} << 40);
+  EXPECT_EQ(full({2}, 2.5, dev()).dtype(), kFloat32);
+  EXPECT_EQ(full({2}, 7, TensorOptions(kFloat64)).dtype(), kFloat64);
+  // tensor keeps its element type when only a device is given.
+  Tensor t = tensor(std::vector<int64_t>{3, 4}, dev());
+  EXPECT_EQ(t.dtype(), kInt64);
+  EXPECT_EQ(t.device(), dev());
+  EXPECT_EQ(tensor(std::vector<int32_t>{3}, kFloat64).dtype(), kFloat64);
+  // Everything else: float32 (and the CPU when no device is given).
+  for (Tensor z : {zeros({2}, dev()), ones({2}, dev()), empty({2}, dev()), eye(2, -1, dev()), linspace(0, 1, 3, dev()),
+                   rand({2}, dev()), randn({2}, dev()), scalar_tensor(2, dev()), tensor({1.0, 2.0}, dev())}) {
+    EXPECT_EQ(z.dtype(), kFloat32);
+    EXPECT_EQ(z.device(), dev());
+  }
+  EXPECT_EQ(zeros({2}, kInt32).device(), Device(kCPU));
+  EXPECT_EQ(randint(0, 5, {3}, dev()).dtype(), kInt64);
+  EXPECT_EQ(randint(0, 5, {3}, dev()).device(), dev());
+  EXPECT_EQ(randperm(4, dev()).dtype(), kInt64);
+}
+
 // ---- metadata ---------------------------------------------------------------------------------
 
 TEST_P(TensorTest, Metadata) {
@@ -272,8 +337,8 @@ TEST_P(TensorTest, Metadata) {
   EXPECT_EQ(t.element_size(), 4u);
   EXPECT_EQ(t.nbytes(), 96u);
   EXPECT_EQ(t.storage_offset(), 0);
-  EXPECT_EQ(t.options().dtype, kInt32);
-  EXPECT_EQ(t.options().device, dev());
+  EXPECT_EQ(*t.options().dtype, kInt32);
+  EXPECT_EQ(*t.options().device, dev());
   EXPECT_FALSE(t.is_floating_point());
   EXPECT_EQ(t.is_cuda(), dev().is_cuda());
   EXPECT_EQ(t.is_cpu(), dev().is_cpu());
@@ -457,11 +522,11 @@ TEST_P(TensorTest, ToKeepsLayoutSemantics) {
   EXPECT_EQ(y.sizes(), (Shape{3, 2}));
   EXPECT_EQ(values(y), (std::vector<double>{0, 3, 1, 4, 2, 5}));
   EXPECT_TRUE(x.to(kFloat64).is_same(x));
-  Tensor c = x.to(kFloat64, /*copy=*/true);
+  Tensor c = x.to(kFloat64, /*non_blocking=*/false, /*copy=*/true);
   EXPECT_FALSE(c.shares_storage(x));
   EXPECT_EQ(values(c), values(x));
   EXPECT_TRUE(x.to(dev()).is_same(x));
-  EXPECT_FALSE(x.to(dev(), /*copy=*/true).shares_storage(x));
+  EXPECT_FALSE(x.to(dev(), /*non_blocking=*/false, /*copy=*/true).shares_storage(x));
 }
 
 TEST_P(TensorTest, ToIsDifferentiableBetweenFloats) {
@@ -524,6 +589,50 @@ TEST_P(TensorTest, CopyBroadcasts) {
   EXPECT_TRUE(throws<ShapeError>([&] { dst.copy_(zeros({4, 2, 3}, dev())); }, "[copy_]"));
   Tensor expanded = zeros({3}, dev()).expand({2, 3});
   EXPECT_TRUE(throws<Error>([&] { expanded.copy_(zeros({2, 3}, dev())); }, "expanded tensor"));
+}
+
+// Copies and in-place ops whose source overlaps the destination in another layout read the source
+// before writing: the result is as if the source had been copied out first.
+TEST_P(TensorTest, CopyAndInPlaceOpsBetweenOverlappingViews) {
+  using View = std::function<Tensor(const Tensor&)>;
+  using Write = std::function<void(Tensor, const Tensor&)>;
+  const Write copy = [](Tensor d, const Tensor& s) { d.copy_(s); };
+  const Write add = [](Tensor d, const Tensor& s) { d.add_(s); };
+  const Write mul = [](Tensor d, const Tensor& s) { d.mul_(s); };
+  struct Case {
+    const char* name;
+    View dst, src;
+    Write write;
+  };
+  const View whole = [](const Tensor& x) { return x; };
+  const View transposed = [](const Tensor& x) { return x.t(); };
+  const std::vector<Case> cases = {
+      {"x.copy_(x.t())", whole, transposed, copy},
+      {"x.t().copy_(x)", transposed, whole, copy},
+      {"x[1:].copy_(x[:-1])", [](const Tensor& x) { return x.narrow(0, 1, 3); },
+       [](const Tensor& x) { return x.narrow(0, 0, 3); }, copy},
+      {"x[:-1].copy_(x[1:])", [](const Tensor& x) { return x.narrow(0, 0, 3); },
+       [](const Tensor& x) { return x.narrow(0, 1, 3); }, copy},
+      {"flat[1:].copy_(flat[:-1])", [](const Tensor& x) { return x.view({-1}).narrow(0, 1, 15); },
+       [](const Tensor& x) { return x.view({-1}).narrow(0, 0, 15); }, copy},
+      {"x.copy_(x[2]) (broadcast)", whole, [](const Tensor& x) { return x.select(0, 2); }, copy},
+      {"x.copy_(x)", whole, whole, copy},
+      {"x.add_(x.t())", whole, transposed, add},
+      {"x[1:].add_(x[:-1])", [](const Tensor& x) { return x.narrow(0, 1, 3); },
+       [](const Tensor& x) { return x.narrow(0, 0, 3); }, add},
+      {"x.mul_(x[0])", whole, [](const Tensor& x) { return x.select(0, 0); }, mul},
+      {"x.mul_(x)", whole, whole, mul},
+  };
+  for (const auto& c : cases) {
+    Tensor x = make(iota(16, 1), {4, 4}, dev());
+    Tensor want = x.clone();
+    c.write(c.dst(want), c.src(x).clone());  // from a separate copy: no overlap
+    c.write(c.dst(x), c.src(x));
+    EXPECT_EQ(values(x), values(want)) << c.name;
+  }
+  Tensor y = make(iota(9), {3, 3}, dev(), kFloat32);
+  y.copy_(y.t());
+  EXPECT_EQ(values(y), (std::vector<double>{0, 3, 6, 1, 4, 7, 2, 5, 8}));
 }
 
 TEST_P(TensorTest, CopyRecordsGradient) {
@@ -784,4 +893,4 @@ TEST_P(TensorTest, PrintSummarizesLargeTensors) {
 TEST(TensorPrint, UndefinedTensor) { EXPECT_EQ(Tensor().str(), "tensor(undefined)"); }
 
 }  // namespace
-}  // namespace rtx
+}  // namespace rtx::testing

@@ -1,11 +1,14 @@
-// Shared test helpers: device parametrization, float64 comparisons, error expectations and the
-// float64 central-difference gradient checks (first and second order).
+// Shared test helpers: device parametrization, float64 comparisons, error expectations, reproducible
+// test data and the float64 central-difference gradient checks (first and second order).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -91,6 +94,59 @@ inline Tensor make(const std::vector<double>& v, const Shape& shape, Device dev 
   return from_buffer(v.data(), shape, kFloat64).to(dev, dtype);
 }
 
+// ---- test data ----------------------------------------------------------------------------------
+
+inline int64_t numel(const Shape& shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+
+// One step of a 64-bit linear congruential generator: the same data on every platform.
+inline uint64_t lcg(uint64_t& state) {
+  state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return state >> 33;
+}
+
+// Multiples of 0.25 * scale in [-2, 2] * scale, with zeros and ties: exact in every float type
+// (small integers when scale is 4).
+inline std::vector<double> quarters(int64_t n, uint64_t seed, double scale = 1.0) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (auto& x : v) x = (static_cast<double>(lcg(seed) % 17) - 8.0) * 0.25 * scale;
+  return v;
+}
+
+// Distinct values in [-1.5, 1.5], none near zero: no ties or kinks for gradient checks.
+inline std::vector<double> smooth(int64_t n, uint64_t seed) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (auto& x : v) {
+    x = (static_cast<double>(lcg(seed) % 1000003) / 1000003.0 - 0.5) * 3.0;
+    if (std::fabs(x) < 1e-3) x += 0.01;
+  }
+  return v;
+}
+
+// Distinct, irregular values in about [-3, 3] (a sampled sine).
+inline std::vector<double> irregular(int64_t n, double seed = 0.0) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = 3.0 * std::sin(1.37 * static_cast<double>(i) + seed) + 0.01 * (i % 7);
+  return v;
+}
+
+// A tensor of shape holding quarters(numel(shape), seed), exact in every dtype but bool and uint8.
+inline Tensor quarter_tensor(const Shape& shape, uint64_t seed, Device dev, DType dtype = kFloat64) {
+  return make(quarters(numel(shape), seed), shape, dev, dtype);
+}
+
+// A float64 tensor of shape holding smooth(numel(shape), seed) that requires grad.
+inline Tensor leaf(const Shape& shape, Device dev, uint64_t seed = 0) {
+  return make(smooth(numel(shape), seed), shape, dev).requires_grad_();
+}
+
+// A tensor on a device other than dev around host memory, for device-mismatch errors (its data is
+// never read): on the CPU when dev is a GPU, else one that claims to live on cuda:0.
+inline Tensor on_other_device(Device dev, std::vector<float>& storage, const Shape& shape, DType dtype = kFloat32) {
+  return from_blob(storage.data(), shape, {}, dtype, dev.is_cpu() ? Device(kCUDA, 0) : Device(kCPU));
+}
+
 // Expects fn to throw exactly ErrorType (or a subclass) with a message containing `needle`.
 template <typename ErrorType, typename Fn>
 ::testing::AssertionResult throws(Fn&& fn, const std::string& needle) {
@@ -107,15 +163,67 @@ template <typename ErrorType, typename Fn>
   return ::testing::AssertionFailure() << "did not throw";
 }
 
+// a and b hold the same bytes (and have one shape and dtype): bitwise reproducibility.
+inline ::testing::AssertionResult same_bytes(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return ::testing::AssertionFailure() << "shape or dtype differ";
+  const Tensor x = a.cpu().contiguous(), y = b.cpu().contiguous();
+  if (std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0) return ::testing::AssertionSuccess();
+  const auto vx = values(x), vy = values(y);
+  for (size_t i = 0; i < vx.size(); ++i)
+    if (std::memcmp(&vx[i], &vy[i], sizeof(double)) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": " << vx[i] << " != " << vy[i];
+  return ::testing::AssertionFailure() << "bytes differ";
+}
+
+// Sets the float32 matmul precision (which also governs convolutions) for a scope.
+class Float32PrecisionGuard {
+ public:
+  explicit Float32PrecisionGuard(const std::string& precision) : saved_(get_float32_matmul_precision()) {
+    set_float32_matmul_precision(precision);
+  }
+  ~Float32PrecisionGuard() { set_float32_matmul_precision(saved_); }
+  Float32PrecisionGuard(const Float32PrecisionGuard&) = delete;
+  Float32PrecisionGuard& operator=(const Float32PrecisionGuard&) = delete;
+
+ private:
+  std::string saved_;
+};
+
+// Turns deterministic algorithms on for a scope.
+class DeterministicGuard {
+ public:
+  DeterministicGuard() : saved_(are_deterministic_algorithms_enabled()) { use_deterministic_algorithms(true); }
+  ~DeterministicGuard() { use_deterministic_algorithms(saved_); }
+  DeterministicGuard(const DeterministicGuard&) = delete;
+  DeterministicGuard& operator=(const DeterministicGuard&) = delete;
+
+ private:
+  bool saved_;
+};
+
 using Fn = std::function<TensorList(const TensorList&)>;
+
+// f with every output squared: its gradient then depends on the inputs, so that a second-order check
+// differentiates the op's backward formula (the gradient of a linear op alone is constant).
+inline Fn squared(const Fn& f) {
+  return [f](const TensorList& in) {
+    TensorList outs = f(in);
+    for (auto& o : outs) o = o * o;
+    return outs;
+  };
+}
 
 namespace detail {
 // Sum over outputs of <weight_k, output_k>: a scalar whose gradient is the vector-Jacobian product.
+// Undefined outputs (no gradient) count as zero.
 inline Tensor project(const TensorList& outs, const TensorList& weights) {
-  Tensor total = zeros({}, TensorOptions(kFloat64, outs[0].device()));
-  for (size_t k = 0; k < outs.size(); ++k)
-    if (outs[k].defined() && is_floating(outs[k].dtype())) total = total + (outs[k].to(kFloat64) * weights[k]).sum();
-  return total;
+  Tensor total;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    if (!outs[k].defined() || !is_floating(outs[k].dtype())) continue;
+    Tensor term = (outs[k].to(kFloat64) * weights[k]).sum();
+    total = total.defined() ? total + term : term;
+  }
+  return total.defined() ? total : zeros({}, kFloat64);
 }
 inline TensorList random_weights(const TensorList& outs) {
   TensorList w;
@@ -173,7 +281,9 @@ inline ::testing::AssertionResult gradcheck(const Fn& fn, const TensorList& inpu
   return ::testing::AssertionSuccess();
 }
 
-// Second-order check: gradcheck of the (create_graph) first derivative with respect to the inputs.
+// Second-order check: gradcheck of the (create_graph) first derivative with respect to the inputs. A
+// first derivative without a gradient path back to the inputs (that of add, relu, ...) counts as zero
+// everywhere, so the check then confirms numerically that it does not change when the inputs move.
 inline ::testing::AssertionResult gradgradcheck(const Fn& fn, const TensorList& inputs, double eps = 1e-6,
                                                 double atol = 1e-4, double rtol = 1e-3) {
   const TensorList w = detail::random_weights(fn(inputs));
@@ -182,7 +292,9 @@ inline ::testing::AssertionResult gradgradcheck(const Fn& fn, const TensorList& 
     TensorList diff;
     for (const auto& x : in)
       if (x.defined() && x.requires_grad()) diff.push_back(x);
-    return autograd::grad({detail::project(fn(in), w)}, diff, {}, std::nullopt, true, true);
+    const Tensor projected = detail::project(fn(in), w);
+    if (!projected.requires_grad()) return TensorList(diff.size());
+    return autograd::grad({projected}, diff, {}, std::nullopt, true, true);
   };
   return gradcheck(first, inputs, eps, atol, rtol);
 }

@@ -5,28 +5,17 @@
 
 #include "test_utils.h"
 
-namespace rtx {
+namespace rtx::testing {
 namespace {
 
-using testing::gradcheck;
-using testing::gradgradcheck;
-using testing::make;
-using testing::throws;
-using testing::values;
-
-class ViewTest : public testing::DeviceTest {
+class ViewTest : public DeviceTest {
  protected:
   // A float64 tensor of shape whose element at flat index i holds i.
   Tensor base(const Shape& shape) const {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
+    const int64_t n = numel(shape);
     std::vector<double> v(n);
     for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>(i);
     return make(v, shape, dev());
-  }
-  // A random float64 leaf for gradient checks.
-  Tensor leaf(const Shape& shape) const {
-    return randn(shape, TensorOptions(kFloat64, dev())).requires_grad_();
   }
 };
 INSTANTIATE_DEVICE_TESTS(ViewTest);
@@ -64,7 +53,6 @@ std::vector<double> list(std::initializer_list<int64_t> idx) { return std::vecto
   return ::testing::AssertionSuccess();
 }
 
-using testing::Fn;
 Fn unary(std::function<Tensor(const Tensor&)> f) {
   return [f](const TensorList& in) { return TensorList{f(in[0])}; };
 }
@@ -128,7 +116,7 @@ TEST_P(ViewTest, Reshape) {
 }
 
 TEST_P(ViewTest, ViewAndReshapeGradients) {
-  Tensor x = leaf({2, 3, 2});
+  Tensor x = leaf({2, 3, 2}, dev());
   EXPECT_TRUE(gradcheck(unary([](const Tensor& t) { return t.view({3, 4}); }), {x}));
   EXPECT_TRUE(gradcheck(unary([](const Tensor& t) { return t.transpose(0, 2).reshape({-1}); }), {x}));
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& t) { return t.view({-1}) * t.view({-1}); }), {x}));
@@ -150,7 +138,7 @@ TEST_P(ViewTest, Permute) {
   EXPECT_TRUE(throws<ShapeError>([&] { b.permute({0, 1}); }, "[permute] got 2 dims [0, 1] for a 3-d tensor"));
   EXPECT_TRUE(throws<IndexError>([&] { b.permute({0, 1, 1}); }, "[permute] dim 1 repeats"));
   EXPECT_TRUE(throws<IndexError>([&] { b.permute({0, 1, 3}); }, "[permute] dim 3 out of range"));
-  Tensor x = leaf({2, 3, 4});
+  Tensor x = leaf({2, 3, 4}, dev());
   EXPECT_TRUE(gradcheck(unary([](const Tensor& t) { return t.permute({1, 2, 0}); }), {x}));
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& t) { return t.permute({2, 0, 1}) * t.permute({2, 0, 1}); }), {x}));
 }
@@ -181,10 +169,10 @@ TEST_P(ViewTest, TransposeTAndMT) {
   EXPECT_EQ(values(mt), grid3(2, 4, 3, [](int64_t i, int64_t k, int64_t j) { return i * 12 + j * 4 + k; }));
   EXPECT_TRUE(aliases(mt, b));
   EXPECT_TRUE(throws<ShapeError>([&] { v.mT(); }, "[mT] expects at least 2 dims, got shape [4]"));
-  Tensor x = leaf({3, 2, 2});
+  Tensor x = leaf({3, 2, 2}, dev());
   EXPECT_TRUE(gradcheck(unary([](const Tensor& a) { return a.transpose(0, 1); }), {x}));
   EXPECT_TRUE(gradcheck(unary([](const Tensor& a) { return a.mT(); }), {x}));
-  Tensor y = leaf({3, 2});
+  Tensor y = leaf({3, 2}, dev());
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& a) { return a.t() * a.t(); }), {y}));
 }
 
@@ -205,7 +193,7 @@ TEST_P(ViewTest, Narrow) {
   EXPECT_TRUE(throws<IndexError>([&] { b.narrow(0, 0, -1); }, "[narrow]"));
   EXPECT_TRUE(throws<IndexError>([&] { b.narrow(2, 0, 1); }, "[narrow] dim 2 out of range"));
   EXPECT_TRUE(throws<IndexError>([&] { full({}, 1.0, dev()).narrow(0, 0, 1); }, "[narrow] cannot narrow a 0-d tensor"));
-  Tensor x = leaf({4, 3});
+  Tensor x = leaf({4, 3}, dev());
   EXPECT_TRUE(gradcheck(unary([](const Tensor& t) { return t.narrow(0, 1, 2); }), {x}));
 }
 
@@ -246,7 +234,7 @@ TEST_P(ViewTest, SliceStepsAndPythonBounds) {
   EXPECT_TRUE(throws<ValueError>([&] { b.slice(0, 0, 5, 0); }, "[slice] step must be positive, got 0"));
   EXPECT_TRUE(throws<ValueError>([&] { b.slice(0, 0, 5, -1); }, "[slice] step must be positive, got -1"));
   EXPECT_TRUE(throws<IndexError>([&] { m.slice(2, 0, 1); }, "[slice] dim 2 out of range"));
-  Tensor x = leaf({3, 7});
+  Tensor x = leaf({3, 7}, dev());
   EXPECT_TRUE(gradcheck(unary([](const Tensor& t) { return t.slice(1, 1, std::nullopt, 3); }), {x}));
   EXPECT_TRUE(gradcheck(unary([](const Tensor& t) { return t.slice(0, -2, 100); }), {x}));
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& t) { return t.slice(1, 0, 5, 2) * t.slice(1, 0, 5, 2); }), {x}));
@@ -270,7 +258,7 @@ TEST_P(ViewTest, Select) {
   EXPECT_TRUE(throws<IndexError>([&] { b.select(0, -3); }, "[select] index -3 is out of range for dim 0 of size 2"));
   EXPECT_TRUE(throws<IndexError>([&] { b.select(3, 0); }, "[select] dim 3 out of range"));
   EXPECT_TRUE(throws<IndexError>([&] { e.select(0, 0); }, "[select] cannot index a 0-d tensor"));
-  Tensor x = leaf({3, 4});
+  Tensor x = leaf({3, 4}, dev());
   EXPECT_TRUE(gradcheck(unary([](const Tensor& t) { return t.select(1, -2); }), {x}));
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& t) { return t.select(0, 1) * t.select(0, 2); }), {x}));
 }
@@ -305,7 +293,7 @@ TEST_P(ViewTest, Expand) {
 }
 
 TEST_P(ViewTest, ExpandGradients) {
-  Tensor x = leaf({3, 1});
+  Tensor x = leaf({3, 1}, dev());
   EXPECT_TRUE(gradcheck(unary([](const Tensor& t) { return t.expand({2, 3, 4}); }), {x}));
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& t) { return t.expand({3, 4}) * t.expand({3, 4}); }), {x}));
   Tensor s = randn({}, TensorOptions(kFloat64, dev())).requires_grad_();
@@ -345,7 +333,7 @@ TEST_P(ViewTest, SqueezeUnsqueeze) {
   EXPECT_EQ(full({}, 1.0, dev()).unsqueeze(0).sizes(), (Shape{1}));
   EXPECT_TRUE(throws<IndexError>([&] { m.unsqueeze(3); }, "[unsqueeze] dim 3 out of range"));
   EXPECT_TRUE(throws<IndexError>([&] { m.unsqueeze(-4); }, "[unsqueeze] dim -4 out of range"));
-  Tensor x = leaf({2, 1, 3});
+  Tensor x = leaf({2, 1, 3}, dev());
   EXPECT_TRUE(gradcheck(unary([](const Tensor& t) { return t.squeeze(); }), {x}));
   EXPECT_TRUE(gradcheck(unary([](const Tensor& t) { return t.unsqueeze(2); }), {x}));
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& t) { return t.squeeze(1) * t.squeeze(1); }), {x}));
@@ -376,7 +364,7 @@ TEST_P(ViewTest, FlattenUnflatten) {
   EXPECT_EQ(m.unflatten(0, {1, 2, 1}).sizes(), (Shape{1, 2, 1, 12}));
   EXPECT_TRUE(throws<ShapeError>([&] { m.unflatten(1, {5, -1}); }, "[unflatten] shape [5, -1] is invalid for input of size 12"));
   EXPECT_TRUE(throws<ValueError>([&] { m.unflatten(1, {}); }, "[unflatten] sizes must not be empty"));
-  Tensor x = leaf({2, 3, 2});
+  Tensor x = leaf({2, 3, 2}, dev());
   EXPECT_TRUE(gradcheck(unary([](const Tensor& a) { return a.flatten(1); }), {x}));
   EXPECT_TRUE(gradcheck(unary([](const Tensor& a) { return a.transpose(0, 1).flatten(); }), {x}));
   EXPECT_TRUE(gradcheck(unary([](const Tensor& a) { return a.unflatten(1, {3, 1}); }), {x}));
@@ -420,10 +408,10 @@ TEST_P(ViewTest, Diagonal) {
   EXPECT_TRUE(throws<ShapeError>([&] { base({3}).diagonal(); }, "[diagonal] needs at least 2 dims"));
   EXPECT_TRUE(throws<ValueError>([&] { b.diagonal(0, 1, -1); }, "[diagonal] dim1 and dim2 must differ"));
   EXPECT_TRUE(throws<IndexError>([&] { b.diagonal(0, 0, 2); }, "[diagonal] dim 2 out of range"));
-  Tensor x = leaf({3, 4});
+  Tensor x = leaf({3, 4}, dev());
   for (int64_t off : {0, 2, -1})
     EXPECT_TRUE(gradcheck(unary([off](const Tensor& a) { return a.diagonal(off); }), {x})) << off;
-  Tensor y = leaf({2, 3, 3});
+  Tensor y = leaf({2, 3, 3}, dev());
   EXPECT_TRUE(gradcheck(unary([](const Tensor& a) { return a.diagonal(0, 1, 2); }), {y}));
   EXPECT_TRUE(gradgradcheck(unary([](const Tensor& a) { return a.diagonal() * a.diagonal(); }), {x}));
 }
@@ -453,7 +441,7 @@ TEST_P(ViewTest, AsStrided) {
 }
 
 TEST_P(ViewTest, AsStridedGradients) {
-  Tensor x = leaf({6});
+  Tensor x = leaf({6}, dev());
   EXPECT_TRUE(gradcheck(unary([](const Tensor& a) { return a.as_strided({3, 2}, {1, 1}); }), {x}));
   EXPECT_TRUE(gradcheck(unary([](const Tensor& a) { return a.as_strided({2, 2}, {1, 2}, 1); }), {x}));
   // Overlapping windows: each element collects every window position it appears in.
@@ -472,10 +460,10 @@ TEST_P(ViewTest, ChainedViewsComposeGeometry) {
   EXPECT_EQ(v.storage_offset(), 30 + 25);
   EXPECT_EQ(values(v), grid3(2, 5, 2, [](int64_t, int64_t k, int64_t i) { return (1 + 2 * i) * 30 + 5 * 5 + k; }));
   EXPECT_TRUE(v.shares_storage(b));
-  Tensor x = leaf({4, 3, 2});
+  Tensor x = leaf({4, 3, 2}, dev());
   EXPECT_TRUE(gradcheck(unary([](const Tensor& a) { return a.permute({2, 0, 1}).slice(1, 1, std::nullopt, 2).select(2, -1); }),
                         {x}));
 }
 
 }  // namespace
-}  // namespace rtx
+}  // namespace rtx::testing

@@ -5,4 +5,14 @@ namespace rtx::cuda {
 void register_copy_kernels();
 void register_pointwise_unary_kernels();
 void register_pointwise_binary_kernels();
+void register_random_kernels();
+void register_index_kernels();
+void register_sort_kernels();
+void register_linalg_kernels();
+void register_conv_kernels();
+void register_pool_kernels();
+void register_reduce_kernels();
+void register_nn_kernels();
+void register_norm_kernels();
+void register_loss_kernels();
 }  // namespace rtx::cuda

@@ -14,6 +14,9 @@ void check_device(int device, const char* op);
 int resolve_device(int device, const char* op);
 // The calling thread's current stream on `device` (a valid index).
 cudaStream_t current_stream_handle(int device);
+// Marks the pinned host block holding ptr as used by work queued on stream (so it is not reused
+// before that work completes); no effect for other memory.
+void record_pinned_use(const void* ptr, cudaStream_t stream);
 
 // The device and stream a kernel on `device` runs with: the device is current for the scope.
 class KernelScope {
