@@ -11,9 +11,9 @@ fi
 
 # Needed to configure, build and test.
 required=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev
-          libfmt-dev libspdlog-dev libopenblas-dev python3 hipcc)
-# Nice to have: the build works without them.
-optional=(ccache python3-numpy)
+          libfmt-dev libspdlog-dev libopenblas-dev python3)
+# Nice to have: the build works without them (hipcc: the AMD compile check of the CUDA sources).
+optional=(ccache python3-numpy hipcc)
 
 is_installed() {
   dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
