@@ -20,7 +20,7 @@ Tensor Tensor::to(Device device, DType dtype, bool non_blocking, bool copy) cons
   Tensor r = to_dtype(*this, dtype);
   if (r.device() == device) return copy && r.is_same(*this) ? rtx::clone(r) : r;
   // Checked before allocating, so that the message names the move rather than the allocator.
-  RTX_CHECK(kernels::transfer_kernel.has(kCUDA), DeviceError, "[to] cannot move a tensor from {} to {}: {}",
+  RTX_CHECK(cuda::is_available() && kernels::transfer_kernel.has(kCUDA), DeviceError, "[to] cannot move a tensor from {} to {}: {}",
             r.device(), device,
             cuda::is_available() ? "this build registers no CUDA kernels" : cuda::unavailable_reason());
   // A non-blocking move to the host lands in pinned memory, so that the copy can run asynchronously.
