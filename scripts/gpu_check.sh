@@ -4,7 +4,7 @@
 # and checks every CUDA op against PyTorch (tests/torch/parity.cpp) when torch is installed.
 # Logs go to $OUT (or ./gpu-check-logs); a summary is printed last.
 #   RTX_GPU_STAGES="build test sanitize parity bench"   the stages to run (default: all but bench,
-#   the side-by-side timings of bench/torch/compare.cpp)
+#   the host time of a bare launch and the side-by-side timings of bench/torch/compare.cpp)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 LOGS=${OUT:-gpu-check-logs}
@@ -43,7 +43,7 @@ stage build build.log build || true
 stage test ctest.log ctest --test-dir build/gpu --output-on-failure -j "$JOBS" --timeout 300
 if python3 -c 'import torch' 2>/dev/null; then
   stage parity parity.log scripts/with_torch.sh tests/torch/parity.cpp
-  stage bench bench.log scripts/with_torch.sh bench/torch/compare.cpp
+  stage bench bench.log bash -c 'build/gpu/bench/rtx_launch_floor && scripts/with_torch.sh bench/torch/compare.cpp'
 fi
 stage sanitize sanitizer.log sanitize
 

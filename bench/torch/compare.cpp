@@ -3,7 +3,7 @@
 // interleaving the two libraries, median of many repetitions, on random inputs far larger than L2. Prints one row per workload: both times, the ratio
 // torch / rtx (above 1: rtx is faster) and rtx's throughput as a fraction of the physical floor
 // (HBM3e 4.8 TB/s for memory-bound work, the datasheet rate for matrix products).
-// Built and run by scripts/with_torch.sh bench/torch/compare.cpp [repetitions].
+// Built and run by scripts/with_torch.sh bench/torch/compare.cpp [repetitions [name filter]].
 #include <ATen/Context.h>
 #include <torch/torch.h>
 
@@ -84,27 +84,35 @@ void run(const Workload& w, int reps) {
   std::fflush(stdout);
 }
 
-// Host time per op of a chain of tiny ops (the GPU just queues them).
+// Host time per op of tiny ops: each batch of 256 is queued and timed before the GPU is drained, so
+// the launch queue never fills and the figure is the CPU's cost, not the GPU's rate.
 void tiny_ops() {
-  const rtx::Tensor a = rtx::ones({1}, rtx::TensorOptions(rtx::kFloat32, rtx::Device(rtx::kCUDA)));
-  const torch::Tensor b = torch::ones({1}, torch::TensorOptions().device(torch::kCUDA));
-  constexpr int kOps = 20000;
+  rtx::Tensor a = rtx::ones({1}, rtx::TensorOptions(rtx::kFloat32, rtx::Device(rtx::kCUDA)));
+  torch::Tensor b = torch::ones({1}, torch::TensorOptions().device(torch::kCUDA));
+  constexpr int kBatch = 256, kBatches = 80;
   auto per_op_us = [&](const std::function<void()>& fn) {
     fn();
     rtx::cuda::synchronize();
     std::vector<float> runs;
     for (int r = 0; r < 7; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < kOps; ++i) fn();
-      const auto t1 = std::chrono::steady_clock::now();
-      rtx::cuda::synchronize();
-      runs.push_back(static_cast<float>(std::chrono::duration<double, std::micro>(t1 - t0).count() / kOps));
+      double total = 0;
+      for (int k = 0; k < kBatches; ++k) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < kBatch; ++i) fn();
+        total += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+        rtx::cuda::synchronize();
+      }
+      runs.push_back(static_cast<float>(total / (kBatch * kBatches)));
     }
     return median(runs);
   };
   const float o = per_op_us([&] { (void)(a + a); });
   const float t = per_op_us([&] { (void)(b + b); });
   std::printf("%-34s %9.2f us %9.2f us %7.2fx   (host time per op, C++ both)\n", "tiny add (1 element)", o, t, t / o);
+  const float oi = per_op_us([&] { a.add_(a); });
+  const float ti = per_op_us([&] { b.add_(b); });
+  std::printf("%-34s %9.2f us %9.2f us %7.2fx   (host time per op, C++ both)\n", "tiny add_ in place (1 element)", oi, ti,
+              ti / oi);
 
   const uint64_t before = rtx::cuda::memory_stats().num_raw_allocs;
   const float alloc = per_op_us([] { (void)rtx::empty({256}, rtx::TensorOptions(rtx::kFloat32, rtx::Device(rtx::kCUDA))); });
@@ -194,13 +202,15 @@ int main(int argc, char** argv) {
                      (void)torch::matmul(ta, tb);
                    }});
   }
+  const std::string only = argc > 2 ? argv[2] : "";
   for (const Workload& w : all) {
+    if (w.name.find(only) == std::string::npos) continue;
     try {
       run(w, reps);
     } catch (const std::exception& e) {
       std::printf("%-34s failed: %s\n", w.name.c_str(), e.what());
     }
   }
-  tiny_ops();
+  if (only.empty() || only == "tiny") tiny_ops();
   return 0;
 }

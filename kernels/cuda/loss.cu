@@ -60,26 +60,27 @@ __global__ void __launch_bounds__(kMaxRowBlock, kStreamBlocksPerSM)
   using acc_t = opmath_t<T>;
   using Stats = SoftmaxStats<T>;
   constexpr int kVec = kVecOf<T>;
-  constexpr int U = kStreamPieces<T, kSmooth ? 2 : 1>;
+  constexpr int kInputs = kSmooth ? 2 : 1;  // the logits, and the class weights when smoothing
+  constexpr int U = kStreamPieces<T, kInputs>;
   __shared__ Stats scratch[kMaxBlockWarps];
   for_each_row(rows, lanes, [&](int64_t row, int lane) {
     const int64_t len = row < 0 ? 0 : classes, off = row < 0 ? 0 : row * classes;
     Stats st = Stats::empty();
-    stream_row<U>(
-        x + off, len, lane, lanes, vectorized, neg_inf<T>(),
-        [&](acc_t(&v)[U][kVec], int64_t j, int64_t stride, bool full) {
-          st.template add<U * kVec>(&v[0][0]);
-          if constexpr (kSmooth) {
+    stream_row<U>(x + off, len, lane, lanes, vectorized, neg_inf<T>(),
+                  [&](acc_t(&v)[U][kVec], int64_t j, int64_t stride, bool full) {
+                    st.template add<U * kVec>(&v[0][0]);
+                    if constexpr (kSmooth) {
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-              acc_t wv[kVec];
-              load_piece(w != nullptr ? w : x, j + u * stride, w != nullptr ? len : 0, vectorized, acc_t(1), wv);
+                      for (int u = 0; u < U; ++u) {
+                        acc_t wv[kVec];
+                        load_piece(w != nullptr ? w : x, j + u * stride, w != nullptr ? len : 0, vectorized, acc_t(1),
+                                   wv);
 #pragma unroll
-              for (int e = 0; e < kVec; ++e)
-                if (full || j + u * stride + e < len) st.add_weighted(v[u][e], wv[e]);
-            }
-          }
-        });
+                        for (int e = 0; e < kVec; ++e)
+                          if (full || j + u * stride + e < len) st.add_weighted(v[u][e], wv[e]);
+                      }
+                    }
+                  });
     st = row_reduce(st, lanes, scratch, MergeStats<T>{});
     if (row >= 0 && lane == 0)
       finish_cross_entropy<T, kSmooth>(sample_loss, lse, row, st, x + off, 1, target, w, classes, ignore_index,
@@ -105,8 +106,8 @@ __global__ void cross_entropy_columns_kernel(double* sample_loss, opmath_t<T>* l
     }
     st = block_reduce(st, blockDim.x, scratch, MergeStats<T>{});
     if (valid && threadIdx.y == 0)
-      finish_cross_entropy<T, kSmooth>(sample_loss, lse, sample, st, x + base, inner, target, w, classes,
-                                       ignore_index, smoothing);
+      finish_cross_entropy<T, kSmooth>(sample_loss, lse, sample, st, x + base, inner, target, w, classes, ignore_index,
+                                       smoothing);
   });
 }
 
@@ -184,8 +185,8 @@ void reduce_class_loss(const Tensor& out, const Tensor& total_weight, int64_t sa
   class_loss_partials_kernel<T, Loss><<<blocks, kBlockSize, 0, stream>>>(
       partial, reduction == Reduction::None ? out.data_ptr<T>() : nullptr, samples, loss_of);
   RTX_CUDA_CHECK_LAUNCH();
-  class_loss_finish_kernel<T><<<1, kLossBlocks, 0, stream>>>(
-      out.data_ptr<T>(), total_weight.data_ptr<opmath_t<T>>(), partial, blocks, reduction);
+  class_loss_finish_kernel<T><<<1, kLossBlocks, 0, stream>>>(out.data_ptr<T>(), total_weight.data_ptr<opmath_t<T>>(),
+                                                             partial, blocks, reduction);
   RTX_CUDA_CHECK_LAUNCH();
 }
 
@@ -200,13 +201,13 @@ void cross_entropy_stats(double* sample_loss, opmath_t<T>* lse, const T* x, cons
                          cudaStream_t stream) {
   if (inner > 1) {
     const ColumnLaunch l(n, inner);
-    cross_entropy_columns_kernel<T, kSmooth><<<l.grid, l.block, 0, stream>>>(
-        sample_loss, lse, x, target, w, n, classes, inner, l.tiles, ignore_index, smoothing);
+    cross_entropy_columns_kernel<T, kSmooth><<<l.grid, l.block, 0, stream>>>(sample_loss, lse, x, target, w, n, classes,
+                                                                             inner, l.tiles, ignore_index, smoothing);
   } else {
     const RowLaunch l(n, stream_lanes<T>(classes));
-    cross_entropy_rows_kernel<T, kSmooth><<<l.grid, l.block, 0, stream>>>(
-        sample_loss, lse, x, target, w, n, classes, l.lanes, rows_vectorizable<T>(classes, x, w), ignore_index,
-        smoothing);
+    cross_entropy_rows_kernel<T, kSmooth><<<l.grid, l.block, 0, stream>>>(sample_loss, lse, x, target, w, n, classes,
+                                                                          l.lanes, rows_vectorizable<T>(classes, x, w),
+                                                                          ignore_index, smoothing);
   }
   RTX_CUDA_CHECK_LAUNCH();
 }
@@ -240,11 +241,11 @@ void nll_loss_cuda(const Tensor& out, const Tensor& total_weight, const Tensor& 
     using T = scalar_t;
     with_index_type(std::max(samples, log_probs.numel()), [&](auto tag) {
       using index_t = decltype(tag);
-      reduce_class_loss<T>(out, total_weight, samples, reduction,
-                           NllLoss<T, index_t>{log_probs.data_ptr<T>(), target.data_ptr<int64_t>(),
-                                               optional_ptr<T>(weight), ignore_index, classes,
-                                               Divider<index_t>(std::max<int64_t>(inner, 1))},
-                           scope.stream());
+      reduce_class_loss<T>(
+          out, total_weight, samples, reduction,
+          NllLoss<T, index_t>{log_probs.data_ptr<T>(), target.data_ptr<int64_t>(), optional_ptr<T>(weight),
+                              ignore_index, classes, Divider<index_t>(std::max<int64_t>(inner, 1))},
+          scope.stream());
     });
   });
 }
@@ -300,43 +301,40 @@ __device__ __forceinline__ opmath_t<T> cross_entropy_grad(const SampleGrad<T>& s
   return s.scale * (a * exp_of<T>(x - lse) - b);
 }
 
-// kClassWeights: label smoothing reads the class weights, which ride along as a second input.
-template <typename T, bool kClassWeights>
-__global__ void __launch_bounds__(kMaxRowBlock, kStreamBlocksPerSM)
-    cross_entropy_backward_rows_kernel(T* gx, const T* g, const T* x, const opmath_t<T>* lse, const int64_t* target,
-                                       const T* w, const opmath_t<T>* total_weight, int64_t rows, int64_t classes,
-                                       int lanes, bool vectorized, int64_t ignore_index, Reduction reduction,
-                                       Smoothing<T> sm) {
+// The backward over rows of a whole number of aligned 128-bit pieces: one piece per thread, every
+// piece inside one sample's row (the layout of a pointwise op, so it streams like one).
+// kClassWeights: label smoothing reads the class weights.
+template <typename index_t, typename T, bool kClassWeights>
+__global__ void cross_entropy_backward_vector_kernel(T* gx, const T* g, const T* x, const opmath_t<T>* lse,
+                                                     const int64_t* target, const T* w,
+                                                     const opmath_t<T>* total_weight, index_t pieces,
+                                                     Divider<index_t> pieces_per_row, int64_t ignore_index,
+                                                     Reduction reduction, Smoothing<T> sm) {
   using acc_t = opmath_t<T>;
-  for_each_row(rows, lanes, [&](int64_t row, int lane) {
-    if (row < 0) return;
-    const SampleGrad<T> s = sample_grad(row, g, target, w, total_weight, ignore_index, reduction);
-    const acc_t l = lse[row], wsum = sm.wsum();
-    const T* xr = x + row * classes;
-    T* gr = gx + row * classes;
-    // Every class as if it were not the target; the lane that wrote the target's class rewrites it.
-    if constexpr (kClassWeights) {
-      map_row<kStreamPieces<T, 2>>(gr, {xr, w}, classes, lane, lanes, vectorized, [&](int64_t, acc_t xv, acc_t wc) {
-        return cross_entropy_grad<T>(s, sm, wsum, l, false, xv, wc);
-      });
-    } else {
-      map_row<kStreamPieces<T, 1>>(gr, {xr}, classes, lane, lanes, vectorized, [&](int64_t, acc_t xv) {
-        return cross_entropy_grad<T>(s, sm, wsum, l, false, xv, acc_t(1));
-      });
-    }
-    if (s.target >= 0 && (s.target / kVecOf<T>) % lanes == lane)
-      gr[s.target] = static_cast<T>(cross_entropy_grad<T>(s, sm, wsum, l, true, static_cast<acc_t>(xr[s.target]),
-                                                           class_weight(kClassWeights ? w : nullptr, s.target)));
-  });
+  constexpr int kVec = kVecOf<T>;
+  const index_t p = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p >= pieces) return;
+  const index_t row = pieces_per_row.div(p);
+  const int64_t c0 = static_cast<int64_t>(p - row * pieces_per_row.divisor()) * kVec;
+  const int64_t first = static_cast<int64_t>(p) * kVec;
+  acc_t xv[kVec], wv[kVec], o[kVec];
+  load_piece(x, first, first + kVec, true, acc_t(0), xv);
+  if constexpr (kClassWeights) load_piece(w, c0, c0 + kVec, true, acc_t(1), wv);
+  const SampleGrad<T> s = sample_grad(static_cast<int64_t>(row), g, target, w, total_weight, ignore_index, reduction);
+  const acc_t l = lse[row], wsum = sm.wsum();
+#pragma unroll
+  for (int e = 0; e < kVec; ++e)
+    o[e] = cross_entropy_grad<T>(s, sm, wsum, l, c0 + e == s.target, xv[e], kClassWeights ? wv[e] : acc_t(1));
+  store_piece(gx, first, first + kVec, true, o);
 }
 
-// The same over [n, classes, inner] with inner > 1, one element per thread step.
+// The backward over [n, classes, inner] in any other case, one element per thread step.
 template <typename index_t, typename T>
 __global__ void cross_entropy_backward_flat_kernel(T* gx, const T* g, const T* x, const opmath_t<T>* lse,
-                                                   const int64_t* target, const T* w,
-                                                   const opmath_t<T>* total_weight, index_t numel,
-                                                   Divider<index_t> by_inner, Divider<index_t> by_classes,
-                                                   int64_t ignore_index, Reduction reduction, Smoothing<T> sm) {
+                                                   const int64_t* target, const T* w, const opmath_t<T>* total_weight,
+                                                   index_t numel, Divider<index_t> by_inner,
+                                                   Divider<index_t> by_classes, int64_t ignore_index,
+                                                   Reduction reduction, Smoothing<T> sm) {
   const opmath_t<T> wsum = sm.wsum();
   for (index_t e = blockIdx.x * blockDim.x + threadIdx.x; e < numel; e += gridDim.x * blockDim.x) {
     const index_t q = by_inner.div(e), b = by_classes.div(q);  // q = b * classes + c
@@ -381,21 +379,24 @@ void cross_entropy_backward_cuda(const Tensor& grad_logits, const Tensor& g, con
     const acc_t* lp = lse.data_ptr<acc_t>();
     const int64_t* t = target.data_ptr<int64_t>();
     const acc_t* tw = total_weight.data_ptr<acc_t>();
-    if (inner == 1) {
-      const RowLaunch l(n, stream_lanes<T>(classes));
-      auto kernel = wsum_t.defined() ? cross_entropy_backward_rows_kernel<T, true>
-                                     : cross_entropy_backward_rows_kernel<T, false>;
-      kernel<<<l.grid, l.block, 0, scope.stream()>>>(gx, gp, xp, lp, t, w, tw, n, classes, l.lanes,
-                                                     rows_vectorizable<T>(classes, gx, xp, w), ignore_index,
-                                                     reduction, sm);
+    const int64_t numel = grad_logits.numel();
+    if (inner == 1 && rows_vectorizable<T>(classes, gx, xp, w)) {
+      const int64_t pieces = numel / kVecOf<T>;
+      with_index_type(pieces, [&](auto tag) {
+        using index_t = decltype(tag);
+        auto kernel = wsum_t.defined() ? cross_entropy_backward_vector_kernel<index_t, T, true>
+                                       : cross_entropy_backward_vector_kernel<index_t, T, false>;
+        kernel<<<static_cast<unsigned>(ceil_div(pieces, kBlockSize)), kBlockSize, 0, scope.stream()>>>(
+            gx, gp, xp, lp, t, w, tw, static_cast<index_t>(pieces), Divider<index_t>(classes / kVecOf<T>),
+            ignore_index, reduction, sm);
+      });
     } else {
-      const int64_t numel = grad_logits.numel();
       with_index_type(numel, [&](auto tag) {
         using index_t = decltype(tag);
-        cross_entropy_backward_flat_kernel<index_t, T><<<grid_stride_blocks(numel, kBlockSize), kBlockSize, 0,
-                                                         scope.stream()>>>(
-            gx, gp, xp, lp, t, w, tw, static_cast<index_t>(numel), Divider<index_t>(inner),
-            Divider<index_t>(classes), ignore_index, reduction, sm);
+        cross_entropy_backward_flat_kernel<index_t, T>
+            <<<grid_stride_blocks(numel, kBlockSize), kBlockSize, 0, scope.stream()>>>(
+                gx, gp, xp, lp, t, w, tw, static_cast<index_t>(numel), Divider<index_t>(inner),
+                Divider<index_t>(classes), ignore_index, reduction, sm);
       });
     }
     RTX_CUDA_CHECK_LAUNCH();
@@ -405,8 +406,8 @@ void cross_entropy_backward_cuda(const Tensor& grad_logits, const Tensor& g, con
 // grad[sample, target] = -w[target] * scale (the rest was zeroed).
 template <typename index_t, typename T>
 __global__ void nll_loss_backward_scatter_kernel(T* gx, const T* g, const int64_t* target, const T* w,
-                                         const opmath_t<T>* total_weight, index_t samples, int64_t classes,
-                                         Divider<index_t> by_inner, int64_t ignore_index, Reduction reduction) {
+                                                 const opmath_t<T>* total_weight, index_t samples, int64_t classes,
+                                                 Divider<index_t> by_inner, int64_t ignore_index, Reduction reduction) {
   for (index_t i = blockIdx.x * blockDim.x + threadIdx.x; i < samples; i += gridDim.x * blockDim.x) {
     const SampleGrad<T> s = sample_grad(static_cast<int64_t>(i), g, target, w, total_weight, ignore_index, reduction);
     if (s.target < 0) continue;
@@ -427,11 +428,11 @@ void nll_loss_backward_cuda(const Tensor& grad, const Tensor& g, const Tensor& t
     using T = scalar_t;
     with_index_type(grad.numel(), [&](auto tag) {
       using index_t = decltype(tag);
-      nll_loss_backward_scatter_kernel<index_t, T><<<grid_stride_blocks(samples, kBlockSize), kBlockSize, 0,
-                                             scope.stream()>>>(
-          grad.data_ptr<T>(), g.data_ptr<T>(), target.data_ptr<int64_t>(), optional_ptr<T>(weight),
-          total_weight.data_ptr<opmath_t<T>>(), static_cast<index_t>(samples), classes, Divider<index_t>(inner),
-          ignore_index, reduction);
+      nll_loss_backward_scatter_kernel<index_t, T>
+          <<<grid_stride_blocks(samples, kBlockSize), kBlockSize, 0, scope.stream()>>>(
+              grad.data_ptr<T>(), g.data_ptr<T>(), target.data_ptr<int64_t>(), optional_ptr<T>(weight),
+              total_weight.data_ptr<opmath_t<T>>(), static_cast<index_t>(samples), classes, Divider<index_t>(inner),
+              ignore_index, reduction);
     });
     RTX_CUDA_CHECK_LAUNCH();
   });

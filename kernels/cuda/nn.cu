@@ -30,20 +30,18 @@ __global__ void __launch_bounds__(kMaxRowBlock)
     const int len = row < 0 ? 0 : static_cast<int>(n);
     const int64_t off = row < 0 ? 0 : row * n;
     RowFragment<T, P> f;
-    f.load(x + off, len, lane, lanes, vectorized, neg_inf<T>());
+    f.load(x + off, len, lane, lanes, vectorized);
     acc_t m = neg_inf<T>();
-    f.for_each(len, lane, lanes, [&](int, acc_t v) { m = MaxOp{}(m, v); });
+    f.for_each(len, lane, lanes, [&](int p, int e) { m = MaxOp{}(m, f.at(p, e)); });
     m = row_reduce(m, lanes, scratch, MaxOp{});
     acc_t sum = 0;
-    f.for_each(len, lane, lanes, [&](int, acc_t& v) {
-      const acc_t e = exp_of<T>(v - m);
-      sum += e;
-      v = log ? v - m : e;
-    });
+    f.for_each(len, lane, lanes, [&](int p, int e) { sum += exp_of<T>(f.at(p, e) - m); });
     sum = row_reduce(sum, lanes, scratch, SumOp{});
     const acc_t log_sum = log_of<T>(sum), inv = acc_t(1) / sum;
-    f.for_each(len, lane, lanes, [&](int, acc_t& v) { v = log ? v - log_sum : v * inv; });
-    f.store(out + off, len, lane, lanes, vectorized);
+    f.store(out + off, len, lane, lanes, vectorized, [&](int p, int, acc_t(&o)[kVecOf<T>]) {
+#pragma unroll
+      for (int e = 0; e < kVecOf<T>; ++e) o[e] = log ? (f.at(p, e) - m) - log_sum : exp_of<T>(f.at(p, e) - m) * inv;
+    });
   });
 }
 
@@ -61,9 +59,8 @@ __global__ void __launch_bounds__(kMaxRowBlock, kStreamBlocksPerSM)
                   [&](acc_t(&v)[U][kVecOf<T>], int64_t, int64_t, bool) { st.template add<U * kVecOf<T>>(&v[0][0]); });
     st = row_reduce(st, lanes, scratch, MergeStats<T>{});
     const acc_t log_sum = st.log_sum(), inv = acc_t(1) / st.sum;
-    map_row<U>(out + off, {x + off}, len, lane, lanes, vectorized, [&](int64_t, acc_t v) {
-                             return log ? (v - st.max) - log_sum : exp_of<T>(v - st.max) * inv;
-                           });
+    map_row<U>(out + off, {x + off}, len, lane, lanes, vectorized,
+               [&](int64_t, acc_t v) { return log ? (v - st.max) - log_sum : exp_of<T>(v - st.max) * inv; });
   });
 }
 
@@ -107,26 +104,22 @@ __global__ void __launch_bounds__(kMaxRowBlock)
     const int len = row < 0 ? 0 : static_cast<int>(n);
     const int64_t off = row < 0 ? 0 : row * n;
     RowFragment<T, P> gf, yf;
-    gf.load(g + off, len, lane, lanes, vectorized, acc_t(0));
-    yf.load(y + off, len, lane, lanes, vectorized, acc_t(0));
+    gf.load(g + off, len, lane, lanes, vectorized);
+    yf.load(y + off, len, lane, lanes, vectorized);
     acc_t dot = 0;
-#pragma unroll
-    for (int p = 0; p < P; ++p)
-#pragma unroll
-      for (int e = 0; e < kVecOf<T>; ++e) dot += log ? gf.v[p][e] : gf.v[p][e] * yf.v[p][e];
+    gf.for_each(len, lane, lanes, [&](int p, int e) { dot += log ? gf.at(p, e) : gf.at(p, e) * yf.at(p, e); });
     dot = row_reduce(dot, lanes, scratch, SumOp{});
+    gf.store(gx + off, len, lane, lanes, vectorized, [&](int p, int, acc_t(&o)[kVecOf<T>]) {
 #pragma unroll
-    for (int p = 0; p < P; ++p)
-#pragma unroll
-      for (int e = 0; e < kVecOf<T>; ++e) gf.v[p][e] = softmax_grad<T>(gf.v[p][e], yf.v[p][e], dot, log);
-    gf.store(gx + off, len, lane, lanes, vectorized);
+      for (int e = 0; e < kVecOf<T>; ++e) o[e] = softmax_grad<T>(gf.at(p, e), yf.at(p, e), dot, log);
+    });
   });
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kMaxRowBlock, kStreamBlocksPerSM)
-    softmax_backward_stream_kernel(T* gx, const T* g, const T* y, int64_t rows, int64_t n, int lanes,
-                                   bool vectorized, bool log) {
+    softmax_backward_stream_kernel(T* gx, const T* g, const T* y, int64_t rows, int64_t n, int lanes, bool vectorized,
+                                   bool log) {
   using acc_t = opmath_t<T>;
   constexpr int kVec = kVecOf<T>;
   constexpr int U = kStreamPieces<T, 2>;
@@ -135,24 +128,24 @@ __global__ void __launch_bounds__(kMaxRowBlock, kStreamBlocksPerSM)
     const int64_t len = row < 0 ? 0 : n, off = row < 0 ? 0 : row * n;
     acc_t dot = 0;
     stream_row<U>(g + off, len, lane, lanes, vectorized, acc_t(0),
-                              [&](acc_t(&gv)[U][kVec], int64_t j, int64_t stride, bool) {
+                  [&](acc_t(&gv)[U][kVec], int64_t j, int64_t stride, bool) {
 #pragma unroll
-                                for (int u = 0; u < U; ++u) {
-                                  acc_t yv[kVec];
-                                  load_piece(y + off, j + u * stride, len, vectorized, acc_t(0), yv);
+                    for (int u = 0; u < U; ++u) {
+                      acc_t yv[kVec];
+                      load_piece(y + off, j + u * stride, len, vectorized, acc_t(0), yv);
 #pragma unroll
-                                  for (int e = 0; e < kVec; ++e) dot += log ? gv[u][e] : gv[u][e] * yv[e];
-                                }
-                              });
+                      for (int e = 0; e < kVec; ++e) dot += log ? gv[u][e] : gv[u][e] * yv[e];
+                    }
+                  });
     dot = row_reduce(dot, lanes, scratch, SumOp{});
     map_row<U>(gx + off, {g + off, y + off}, len, lane, lanes, vectorized,
-                           [&](int64_t, acc_t gv, acc_t yv) { return softmax_grad<T>(gv, yv, dot, log); });
+               [&](int64_t, acc_t gv, acc_t yv) { return softmax_grad<T>(gv, yv, dot, log); });
   });
 }
 
 template <typename T>
-__global__ void softmax_backward_columns_kernel(T* gx, const T* g, const T* y, int64_t outer, int64_t n,
-                                                int64_t inner, int64_t tiles, bool log) {
+__global__ void softmax_backward_columns_kernel(T* gx, const T* g, const T* y, int64_t outer, int64_t n, int64_t inner,
+                                                int64_t tiles, bool log) {
   using acc_t = opmath_t<T>;
   __shared__ acc_t scratch[kColumnBlock];
   for_each_column(outer, n, inner, tiles, [&](int64_t, int64_t base, bool valid) {
@@ -236,7 +229,9 @@ void softmax_backward_cuda(const Tensor& grad_x, const Tensor& g, const Tensor& 
 
 // Lanes per row for rows of `units` independent items: a group within a warp for short rows, up
 // to a 256-thread block for long ones.
-int lanes_for(int64_t units) { return static_cast<int>(std::min<int64_t>(pow2_ceil(std::max<int64_t>(units, 1)), 256)); }
+int lanes_for(int64_t units) {
+  return static_cast<int>(std::min<int64_t>(pow2_ceil(std::max<int64_t>(units, 1)), 256));
+}
 
 // out row r = weight row idx[r], moved in units of U (whose size divides the row's bytes).
 template <typename U, typename I>
@@ -275,9 +270,9 @@ void embedding_cuda(const Tensor& out, const Tensor& weight, const Tensor& indic
       using U = decltype(unit);
       const int64_t units = static_cast<int64_t>(row_bytes / sizeof(U));
       const RowLaunch l(k, lanes_for(units));
-      embedding_rows_kernel<U, I><<<l.grid, l.block, 0, scope.stream()>>>(
-          static_cast<U*>(out.data_ptr()), static_cast<const U*>(weight.data_ptr()), indices.data_ptr<I>(), k, units,
-          l.lanes);
+      embedding_rows_kernel<U, I><<<l.grid, l.block, 0, scope.stream()>>>(static_cast<U*>(out.data_ptr()),
+                                                                          static_cast<const U*>(weight.data_ptr()),
+                                                                          indices.data_ptr<I>(), k, units, l.lanes);
       RTX_CUDA_CHECK_LAUNCH();
     });
   });
@@ -357,8 +352,8 @@ void sort_keys(uint64_t* keys, int64_t count, cudaStream_t stream) {
     int log_stride = 0;
     while ((int64_t{1} << (log_stride + 1)) < size) ++log_stride;  // stride = size / 2
     for (; (int64_t{1} << log_stride) >= kSortTile; --log_stride) {
-      bitonic_global_kernel<<<grid_stride_blocks(count / 2, kBlockSize), kBlockSize, 0, stream>>>(keys, count / 2,
-                                                                                                  size, log_stride);
+      bitonic_global_kernel<<<grid_stride_blocks(count / 2, kBlockSize), kBlockSize, 0, stream>>>(keys, count / 2, size,
+                                                                                                  log_stride);
       RTX_CUDA_CHECK_LAUNCH();
     }
     bitonic_tiles_kernel<<<tiles, kSortTile / 2, 0, stream>>>(keys, size);
@@ -428,9 +423,9 @@ void embedding_backward_cuda(const Tensor& grad_weight, const Tensor& g, const T
   sort_keys(keys, padded, scope.stream());
   RTX_DISPATCH_FLOATS(g.dtype(), "embedding_backward", [&] {
     const RowLaunch l(num, lanes_for(dim));
-    embedding_backward_kernel<scalar_t><<<l.grid, l.block, 0, scope.stream()>>>(
-        grad_weight.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), keys, k, num, dim, shift, padding_idx.value_or(-1),
-        l.lanes);
+    embedding_backward_kernel<scalar_t>
+        <<<l.grid, l.block, 0, scope.stream()>>>(grad_weight.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), keys, k, num,
+                                                 dim, shift, padding_idx.value_or(-1), l.lanes);
     RTX_CUDA_CHECK_LAUNCH();
   });
 }
@@ -470,8 +465,8 @@ kernels::IndexBounds index_bounds_cuda(const Tensor& indices, std::optional<int6
   const Tensor partial_t = rtx::detail::make_tensor({2 * static_cast<int64_t>(blocks)}, kInt64, indices.device());
   Bounds* partial = static_cast<Bounds*>(partial_t.data_ptr());
   RTX_DISPATCH_INDEX(indices.dtype(), "index_bounds", [&] {
-    index_bounds_partial_kernel<scalar_t><<<blocks, kBlockSize, 0, scope.stream()>>>(partial, indices.data_ptr<scalar_t>(), k,
-                                                                            skip.has_value(), skip.value_or(0));
+    index_bounds_partial_kernel<scalar_t><<<blocks, kBlockSize, 0, scope.stream()>>>(
+        partial, indices.data_ptr<scalar_t>(), k, skip.has_value(), skip.value_or(0));
     RTX_CUDA_CHECK_LAUNCH();
   });
   std::vector<Bounds> host(blocks);
@@ -501,7 +496,7 @@ void one_hot_cuda(const Tensor& out, const Tensor& indices) {
   const int64_t k = indices.numel(), classes = out.numel() / k;
   const RowLaunch l(k, lanes_for(classes));
   one_hot_rows_kernel<<<l.grid, l.block, 0, scope.stream()>>>(out.data_ptr<int64_t>(), indices.data_ptr<int64_t>(), k,
-                                                        classes, l.lanes);
+                                                              classes, l.lanes);
   RTX_CUDA_CHECK_LAUNCH();
 }
 

@@ -37,23 +37,20 @@ __global__ void __launch_bounds__(kMaxRowBlock)
     const int len = row < 0 ? 0 : static_cast<int>(n);
     const int64_t off = row < 0 ? 0 : row * n;
     RowFragment<T, P> f;
-    f.load(x + off, len, lane, lanes, vectorized, acc_t(0));
+    f.load(x + off, len, lane, lanes, vectorized);
     acc_t s = 0;
-    f.for_each(len, lane, lanes, [&](int, acc_t v) { s += v; });
+    f.for_each(len, lane, lanes, [&](int p, int e) { s += f.at(p, e); });
     const acc_t mu = row_reduce(s, lanes, scratch, SumOp{}) / static_cast<acc_t>(n);
     acc_t q = 0;
-    f.for_each(len, lane, lanes, [&](int, acc_t v) { q += (v - mu) * (v - mu); });
+    f.for_each(len, lane, lanes, [&](int p, int e) { q += (f.at(p, e) - mu) * (f.at(p, e) - mu); });
     const acc_t r = acc_t(1) / sqrt_of<T>(row_reduce(q, lanes, scratch, SumOp{}) / static_cast<acc_t>(n) + eps);
-#pragma unroll
-    for (int p = 0; p < P; ++p) {
-      const int j = f.first(p, lane, lanes);
+    f.store(out + off, len, lane, lanes, vectorized, [&](int p, int j, acc_t(&o)[kVec]) {
       acc_t wv[kVec], bv[kVec];
       load_piece(w != nullptr ? w : x, j, w != nullptr ? len : 0, vectorized, acc_t(1), wv);
       load_piece(b != nullptr ? b : x, j, b != nullptr ? len : 0, vectorized, acc_t(0), bv);
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) f.v[p][e] = (f.v[p][e] - mu) * r * wv[e] + bv[e];
-    }
-    f.store(out + off, len, lane, lanes, vectorized);
+      for (int e = 0; e < kVec; ++e) o[e] = (f.at(p, e) - mu) * r * wv[e] + bv[e];
+    });
     if (row >= 0 && lane == 0) {
       mean[row] = mu;
       rstd[row] = r;
@@ -81,18 +78,17 @@ __global__ void __launch_bounds__(kMaxRowBlock, kStreamBlocksPerSM)
     });
     const acc_t mu = row_reduce(s, lanes, scratch, SumOp{}) / static_cast<acc_t>(n);
     acc_t q = 0;
-    stream_row<U>(x + off, len, lane, lanes, vectorized, acc_t(0),
-                              [&](Piece& v, int64_t j, int64_t stride, bool full) {
+    stream_row<U>(x + off, len, lane, lanes, vectorized, acc_t(0), [&](Piece& v, int64_t j, int64_t stride, bool full) {
 #pragma unroll
-                                for (int u = 0; u < U; ++u)
+      for (int u = 0; u < U; ++u)
 #pragma unroll
-                                  for (int e = 0; e < kVec; ++e)
-                                    if (full || j + u * stride + e < len) q += (v[u][e] - mu) * (v[u][e] - mu);
-                              });
+        for (int e = 0; e < kVec; ++e)
+          if (full || j + u * stride + e < len) q += (v[u][e] - mu) * (v[u][e] - mu);
+    });
     const acc_t r = acc_t(1) / sqrt_of<T>(row_reduce(q, lanes, scratch, SumOp{}) / static_cast<acc_t>(n) + eps);
     map_row<U>(out + off, {x + off}, len, lane, lanes, vectorized, [&](int64_t j, acc_t v) {
-                             return (v - mu) * r * optional_at(w, j, acc_t(1)) + optional_at(b, j, acc_t(0));
-                           });
+      return (v - mu) * r * optional_at(w, j, acc_t(1)) + optional_at(b, j, acc_t(0));
+    });
     if (row >= 0 && lane == 0) {
       mean[row] = mu;
       rstd[row] = r;
@@ -119,9 +115,12 @@ __global__ void __launch_bounds__(kMaxRowBlock)
     const int len = row < 0 ? 0 : static_cast<int>(n);
     const int64_t off = row < 0 ? 0 : row * n;
     const acc_t mu = row < 0 ? acc_t(0) : mean[row], r = row < 0 ? acc_t(0) : rstd[row];
-    RowFragment<T, P> gf, xf;  // become gxhat and xhat
-    gf.load(g + off, len, lane, lanes, vectorized, acc_t(0));
-    xf.load(x + off, len, lane, lanes, vectorized, acc_t(0));
+    RowFragment<T, P> gf, xf;
+    gf.load(g + off, len, lane, lanes, vectorized);
+    xf.load(x + off, len, lane, lanes, vectorized);
+    // gxhat = g * w and xhat = (x - mean) * rstd, element e of piece p (wv: w's piece).
+    const auto gxhat = [&](int p, int e, const acc_t(&wv)[kVec]) { return gf.at(p, e) * wv[e]; };
+    const auto xhat = [&](int p, int e) { return (xf.at(p, e) - mu) * r; };
     SumPair<acc_t> s{0, 0};
 #pragma unroll
     for (int p = 0; p < P; ++p) {
@@ -130,19 +129,18 @@ __global__ void __launch_bounds__(kMaxRowBlock)
       load_piece(w != nullptr ? w : x, j, w != nullptr ? len : 0, vectorized, acc_t(1), wv);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
-        gf.v[p][e] *= wv[e];
-        xf.v[p][e] = j + e < len ? (xf.v[p][e] - mu) * r : acc_t(0);
-        s.a += gf.v[p][e];
-        s.b += gf.v[p][e] * xf.v[p][e];
+        if (j + e >= len) continue;
+        s.a += gxhat(p, e, wv);
+        s.b += gxhat(p, e, wv) * xhat(p, e);
       }
     }
     s = row_reduce(s, lanes, scratch, SumOp{});
+    gf.store(gx + off, len, lane, lanes, vectorized, [&](int p, int j, acc_t(&o)[kVec]) {
+      acc_t wv[kVec];
+      load_piece(w != nullptr ? w : x, j, w != nullptr ? len : 0, vectorized, acc_t(1), wv);
 #pragma unroll
-    for (int p = 0; p < P; ++p)
-#pragma unroll
-      for (int e = 0; e < kVec; ++e)
-        gf.v[p][e] = layer_norm_grad<T>(gf.v[p][e], xf.v[p][e], r, s, static_cast<acc_t>(n));
-    gf.store(gx + off, len, lane, lanes, vectorized);
+      for (int e = 0; e < kVec; ++e) o[e] = layer_norm_grad<T>(gxhat(p, e, wv), xhat(p, e), r, s, static_cast<acc_t>(n));
+    });
   });
 }
 
@@ -159,27 +157,25 @@ __global__ void __launch_bounds__(kMaxRowBlock, kStreamBlocksPerSM)
     const acc_t mu = row < 0 ? acc_t(0) : mean[row], r = row < 0 ? acc_t(0) : rstd[row];
     SumPair<acc_t> s{0, 0};
     stream_row<U>(g + off, len, lane, lanes, vectorized, acc_t(0),
-                              [&](acc_t(&gv)[U][kVec], int64_t j, int64_t stride, bool) {
+                  [&](acc_t(&gv)[U][kVec], int64_t j, int64_t stride, bool) {
 #pragma unroll
-                                for (int u = 0; u < U; ++u) {
-                                  acc_t xv[kVec];
-                                  load_piece(x + off, j + u * stride, len, vectorized, acc_t(0), xv);
+                    for (int u = 0; u < U; ++u) {
+                      acc_t xv[kVec];
+                      load_piece(x + off, j + u * stride, len, vectorized, acc_t(0), xv);
 #pragma unroll
-                                  for (int e = 0; e < kVec; ++e) {
-                                    const int64_t k = j + u * stride + e;
-                                    if (k >= len) continue;
-                                    const acc_t gh = gv[u][e] * optional_at(w, k, acc_t(1));
-                                    s.a += gh;
-                                    s.b += gh * ((xv[e] - mu) * r);
-                                  }
-                                }
-                              });
+                      for (int e = 0; e < kVec; ++e) {
+                        const int64_t k = j + u * stride + e;
+                        if (k >= len) continue;
+                        const acc_t gh = gv[u][e] * optional_at(w, k, acc_t(1));
+                        s.a += gh;
+                        s.b += gh * ((xv[e] - mu) * r);
+                      }
+                    }
+                  });
     s = row_reduce(s, lanes, scratch, SumOp{});
-    map_row<U>(gx + off, {g + off, x + off}, len, lane, lanes, vectorized,
-                           [&](int64_t j, acc_t gv, acc_t xv) {
-                             return layer_norm_grad<T>(gv * optional_at(w, j, acc_t(1)), (xv - mu) * r, r, s,
-                                                       static_cast<acc_t>(n));
-                           });
+    map_row<U>(gx + off, {g + off, x + off}, len, lane, lanes, vectorized, [&](int64_t j, acc_t gv, acc_t xv) {
+      return layer_norm_grad<T>(gv * optional_at(w, j, acc_t(1)), (xv - mu) * r, r, s, static_cast<acc_t>(n));
+    });
   });
 }
 
@@ -189,8 +185,8 @@ constexpr int kColumnRows = 8;
 
 template <typename T>
 __global__ void layer_norm_param_partials_kernel(SumPair<opmath_t<T>>* partial, const T* g, const T* x,
-                                                 const opmath_t<T>* mean, const opmath_t<T>* rstd, int64_t m,
-                                                 int64_t n, int64_t rows_per_chunk) {
+                                                 const opmath_t<T>* mean, const opmath_t<T>* rstd, int64_t m, int64_t n,
+                                                 int64_t rows_per_chunk) {
   using acc_t = opmath_t<T>;
   __shared__ SumPair<acc_t> scratch[kColumnRows * 32];
   const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
@@ -241,21 +237,21 @@ void layer_norm_cuda(const Tensor& out, const Tensor& mean, const Tensor& rstd, 
     if (rr.fits) {
       const RowLaunch l(m, rr.lanes);
       with_pieces<T, 1>(rr.pieces, [&](auto p) {
-        layer_norm_rows_kernel<T, decltype(p)::value><<<l.grid, l.block, 0, scope.stream()>>>(
-            o, mp, rp, xp, w, b, m, n, l.lanes, vec, static_cast<acc_t>(eps));
+        layer_norm_rows_kernel<T, decltype(p)::value>
+            <<<l.grid, l.block, 0, scope.stream()>>>(o, mp, rp, xp, w, b, m, n, l.lanes, vec, static_cast<acc_t>(eps));
       });
     } else {
       const RowLaunch l(m, stream_lanes<T>(n));
-      layer_norm_stream_kernel<T><<<l.grid, l.block, 0, scope.stream()>>>(o, mp, rp, xp, w, b, m, n, l.lanes, vec,
-                                                                          static_cast<acc_t>(eps));
+      layer_norm_stream_kernel<T>
+          <<<l.grid, l.block, 0, scope.stream()>>>(o, mp, rp, xp, w, b, m, n, l.lanes, vec, static_cast<acc_t>(eps));
     }
     RTX_CUDA_CHECK_LAUNCH();
   });
 }
 
-void layer_norm_backward_cuda(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
-                              const Tensor& g, const Tensor& x, const Tensor& mean, const Tensor& rstd,
-                              const Tensor& weight, int64_t m, int64_t n) {
+void layer_norm_backward_cuda(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& g,
+                              const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t m,
+                              int64_t n) {
   detail::KernelScope scope(x.device());
   RTX_DISPATCH_FLOATS(x.dtype(), "layer_norm_backward", [&] {
     using T = scalar_t;
@@ -368,8 +364,8 @@ void channel_sums(const ChannelLayout& l, const F& f, const Finish& finish, Devi
     using index_t = decltype(tag);
     channel_partials_kernel<index_t, F>
         <<<dim3(static_cast<unsigned>(l.channels), static_cast<unsigned>(chunks)), kBlockSize, 0, stream>>>(
-            partial, f, static_cast<index_t>(l.channels), static_cast<index_t>(l.spatial),
-            Divider<index_t>(l.spatial), static_cast<index_t>(count), static_cast<index_t>(per_chunk));
+            partial, f, static_cast<index_t>(l.channels), static_cast<index_t>(l.spatial), Divider<index_t>(l.spatial),
+            static_cast<index_t>(count), static_cast<index_t>(per_chunk));
   });
   RTX_CUDA_CHECK_LAUNCH();
   channel_finish_kernel<Finish>
@@ -531,15 +527,15 @@ void batch_norm_apply_cuda(const Tensor& out, const Tensor& x, const Tensor& mea
     using T = scalar_t;
     using acc_t = opmath_t<T>;
     channel_map(ChannelLayout(x), out.data_ptr<T>(),
-                ApplyNorm<T>{x.data_ptr<T>(), mean.data_ptr<acc_t>(), invstd.data_ptr<acc_t>(),
-                             optional_ptr<T>(weight), optional_ptr<T>(bias)},
+                ApplyNorm<T>{x.data_ptr<T>(), mean.data_ptr<acc_t>(), invstd.data_ptr<acc_t>(), optional_ptr<T>(weight),
+                             optional_ptr<T>(bias)},
                 scope.stream());
   });
 }
 
-void batch_norm_backward_cuda(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
-                              const Tensor& g, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                              const Tensor& weight, bool batch_stats) {
+void batch_norm_backward_cuda(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& g,
+                              const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                              bool batch_stats) {
   detail::KernelScope scope(x.device());
   RTX_DISPATCH_FLOATS(x.dtype(), "batch_norm_backward", [&] {
     batch_norm_backward_impl<scalar_t>(grad_x, grad_weight, grad_bias, g, x, mean, invstd, weight, batch_stats,

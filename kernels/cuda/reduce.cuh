@@ -225,11 +225,15 @@ __device__ __forceinline__ typename Op::acc_t take(const Op& op, typename Op::ac
   else return op.combine(a, static_cast<rtx::detail::opmath_t<In>>(v), index);
 }
 
+// Independent accumulators per lane of a row reduce (vector element j goes to j % kRowAccs).
+template <int Vec>
+constexpr int kRowAccs = Vec > 4 ? 4 : Vec;
+
 // The lanes of a group combine the n elements p[0], p[stride], ... (positions index0...) into acc:
-// acc[j] takes vector element j, acc[0] also the unaligned head and the tail, so each accumulator
-// sees increasing positions.
+// acc[j % kRowAccs] takes vector element j, acc[0] also the unaligned head and the tail, so each
+// accumulator sees increasing positions.
 template <int Vec, bool kPartials, typename Op, typename In>
-__device__ __forceinline__ void combine_run(const Op& op, typename Op::acc_t (&acc)[Vec], const In* __restrict__ p,
+__device__ __forceinline__ void combine_run(const Op& op, typename Op::acc_t (&acc)[kRowAccs<Vec>], const In* __restrict__ p,
                                             int64_t n, int64_t stride, int64_t index0, int lane, int width) {
   if constexpr (Vec > 1) {
     if (stride == 1) {
@@ -247,12 +251,18 @@ __device__ __forceinline__ void combine_run(const Op& op, typename Op::acc_t (&a
 #pragma unroll
         for (int u = 0; u < kReduceUnroll<Vec>; ++u)
 #pragma unroll
-          for (int j = 0; j < Vec; ++j) acc[j] = take<kPartials>(op, acc[j], buf[u].v[j], v_index0 + (k + u * width) * Vec + j);
+          for (int j = 0; j < Vec; ++j) {
+            auto& a = acc[j % kRowAccs<Vec>];
+            a = take<kPartials>(op, a, buf[u].v[j], v_index0 + (k + u * width) * Vec + j);
+          }
       }
       for (; k < vectors; k += width) {
         const Packed<In, Vec> buf = v[k];
 #pragma unroll
-        for (int j = 0; j < Vec; ++j) acc[j] = take<kPartials>(op, acc[j], buf.v[j], v_index0 + k * Vec + j);
+        for (int j = 0; j < Vec; ++j) {
+          auto& a = acc[j % kRowAccs<Vec>];
+          a = take<kPartials>(op, a, buf.v[j], v_index0 + k * Vec + j);
+        }
       }
       for (int64_t t = head + vectors * Vec + lane; t < n; t += width) acc[0] = take<kPartials>(op, acc[0], p[t], index0 + t);
       return;
@@ -281,9 +291,9 @@ __global__ void __launch_bounds__(kMaxGroupLanes)
   const int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const int64_t chunk = blockIdx.y;
   const bool active = o < g.num_out;
-  A acc[Vec];
+  A acc[kRowAccs<Vec>];
 #pragma unroll
-  for (int j = 0; j < Vec; ++j) acc[j] = op.init();
+  for (int j = 0; j < kRowAccs<Vec>; ++j) acc[j] = op.init();
   int64_t off[2] = {0, 0};
   if (active) {
     g.kept.offsets(o, off);
@@ -300,7 +310,7 @@ __global__ void __launch_bounds__(kMaxGroupLanes)
   }
   A a = acc[0];
 #pragma unroll
-  for (int j = 1; j < Vec; ++j) a = op.merge(a, acc[j]);
+  for (int j = 1; j < kRowAccs<Vec>; ++j) a = op.merge(a, acc[j]);
   a = group_merge(op, a, smem);
   if (active && lane == 0) {
     if (gridDim.y > 1) partials[o * gridDim.y + chunk] = a;
@@ -308,9 +318,13 @@ __global__ void __launch_bounds__(kMaxGroupLanes)
   }
 }
 
+// Loads of `vec` elements each lane of a row reduce makes at least (many loads per lane and fewer
+// lanes per output keep more bytes in flight than wide groups that mostly merge).
+constexpr int64_t kLoadsPerLane = 32;
+
 // Lanes per output for runs of `inner` elements loaded `vec` at a time.
 inline int group_lanes(int64_t inner, int vec) {
-  return static_cast<int>(std::clamp<int64_t>(pow2_ceil(ceil_div(inner, 2 * vec)), 1, kMaxGroupLanes));
+  return static_cast<int>(std::clamp<int64_t>(pow2_ceil(ceil_div(inner, kLoadsPerLane * vec)), 1, kMaxGroupLanes));
 }
 
 // Launches a row reduce of g over `splits` chunks (g.chunk already set).
@@ -411,7 +425,9 @@ __global__ void __launch_bounds__(kReduceBlock)
     for (int j = 0; j < Vec; ++j) acc[j] = smem[tx * Vec + j];
   }
   if (ty == 0) {
-    for (int j = 0; j < count; ++j) {
+#pragma unroll
+    for (int j = 0; j < Vec; ++j) {  // unrolled with a guard: acc stays in registers
+      if (j >= count) continue;
       if (gridDim.y > 1) partials[((outer * g.width) + v0 + j) * gridDim.y + chunk] = acc[j];
       else op.write(off[1] + (v0 + j) * g.out_stride, acc[j]);
     }

@@ -68,37 +68,41 @@ struct RowLaunch {
             std::clamp<int64_t>(ceil_div(rows, block / lanes_per_row), 1, std::numeric_limits<int>::max()))) {}
 };
 
+// Most lanes of a streamed row: long rows take several steps per lane rather than more lanes, so
+// that a multiprocessor streams many rows at once (their reductions overlap the others' loads).
+constexpr int kMaxStreamLanes = 128;
+
 // Lanes per row for streamed rows of n elements: just enough lanes for one step of
-// kStreamPieces<T, 1> pieces, at most a warp when that suffices, at most kMaxRowBlock.
+// kStreamPieces<T, 1> pieces, at most a warp when that suffices, at most kMaxStreamLanes.
 template <typename T>
 int stream_lanes(int64_t n) {
-  const int64_t want =
-      pow2_ceil(std::max<int64_t>(1, ceil_div(ceil_div(n, kVecOf<T>), kStreamPieces<T, 1>)));
+  const int64_t want = pow2_ceil(std::max<int64_t>(1, ceil_div(ceil_div(n, kVecOf<T>), kStreamPieces<T, 1>)));
   if (want <= kWarpSize) return static_cast<int>(want);
-  return static_cast<int>(std::clamp<int64_t>(want, 2 * kWarpSize, kMaxRowBlock));
+  return static_cast<int>(std::clamp<int64_t>(want, 2 * kWarpSize, kMaxStreamLanes));
 }
 
 // How rows of n elements are held in registers by a kernel keeping kFragments values per element:
-// `lanes` threads per row with `pieces` 16-byte pieces each, a power of two up to kMaxPieces (about
-// 32 registers of values per fragment set). Rows get more lanes rather than more pieces (half the
-// maximum each, the maximum only for the longest rows) so that register use stays moderate and
+// `lanes` threads per row with `pieces` 16-byte pieces each, a power of two up to kMaxPieces (32
+// registers of stored values per fragment set). Rows get more lanes rather than more pieces (a quarter
+// of the maximum each, more only for the longest rows) so that register use stays moderate and
 // several blocks fit an SM. fits is false for rows too long to hold.
 template <typename T, int kFragments>
 struct RegisterRows {
   static constexpr int kMaxPieces =
-      std::max<int>(1, std::min<int>(8, 128 / static_cast<int>(sizeof(opmath_t<T>) * kVecOf<T> * kFragments)));
+      std::max<int>(1, std::min<int>(8, 128 / static_cast<int>(sizeof(T) * kVecOf<T> * kFragments)));
   int lanes = 1;
   int pieces = 1;
   bool fits = false;
   explicit RegisterRows(int64_t n) {
     const int64_t nv = std::max<int64_t>(1, ceil_div(n, kVecOf<T>));
-    const int64_t half = std::max(1, kMaxPieces / 2);
-    const int64_t l = nv <= kWarpSize * half
+    const int64_t quarter = std::max(1, kMaxPieces / 4);
+    const int64_t l = nv <= kWarpSize * quarter
                           ? std::min<int64_t>(kWarpSize, pow2_ceil(nv))
-                          : std::clamp<int64_t>(pow2_ceil(ceil_div(nv, half)), 2 * kWarpSize, kMaxRowBlock);
+                          : std::clamp<int64_t>(pow2_ceil(ceil_div(nv, quarter)), 2 * kWarpSize, kMaxRowBlock);
+    const int64_t p = pow2_ceil(ceil_div(nv, l));
     lanes = static_cast<int>(l);
-    pieces = static_cast<int>(pow2_ceil(ceil_div(nv, lanes)));
-    fits = pieces <= kMaxPieces;
+    pieces = static_cast<int>(std::min<int64_t>(p, kMaxPieces));
+    fits = p <= kMaxPieces;
   }
 };
 
@@ -152,6 +156,36 @@ __device__ __forceinline__ void for_each_row(int64_t rows, int lanes, const F& f
   }
 }
 
+// Conversions between storage and opmath types in the hot loops: the hardware's round-to-nearest-
+// even conversions where there are (the results of rtx::Half and rtx::BFloat16 up to NaN payloads),
+// the portable ones otherwise.
+template <typename T>
+__device__ __forceinline__ opmath_t<T> from_storage(T v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
+  if constexpr (std::is_same_v<T, Half>) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits));
+    return f;
+  }
+#endif
+  return static_cast<opmath_t<T>>(v);
+}
+template <typename T>
+__device__ __forceinline__ T to_storage(opmath_t<T> v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    uint16_t b;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(v));
+    return BFloat16::from_bits(b);
+  } else if constexpr (std::is_same_v<T, Half>) {
+    uint16_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return Half::from_bits(h);
+  }
+#endif
+  return static_cast<T>(v);
+}
+
 // Loads the piece of a row starting at element j (elements past n read as fill). Vectorized rows
 // are 16-byte aligned with a multiple of kVecOf<T> elements.
 template <typename T, typename index_t>
@@ -161,10 +195,10 @@ __device__ __forceinline__ void load_piece(const T* row, index_t j, index_t n, b
   if (vectorized && j < n) {
     const Packed<T, kVec> p = *reinterpret_cast<const Packed<T, kVec>*>(row + j);
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) v[e] = static_cast<opmath_t<T>>(p.v[e]);
+    for (int e = 0; e < kVec; ++e) v[e] = from_storage(p.v[e]);
   } else {
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) v[e] = j + e < n ? static_cast<opmath_t<T>>(row[j + e]) : fill;
+    for (int e = 0; e < kVec; ++e) v[e] = j + e < n ? from_storage(row[j + e]) : fill;
   }
 }
 
@@ -176,42 +210,62 @@ __device__ __forceinline__ void store_piece(T* row, index_t j, index_t n, bool v
   if (vectorized && j < n) {
     Packed<T, kVec> p;
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) p.v[e] = static_cast<T>(v[e]);
+    for (int e = 0; e < kVec; ++e) p.v[e] = to_storage<T>(v[e]);
     *reinterpret_cast<Packed<T, kVec>*>(row + j) = p;
   } else {
 #pragma unroll
     for (int e = 0; e < kVec; ++e)
-      if (j + e < n) row[j + e] = static_cast<T>(v[e]);
+      if (j + e < n) row[j + e] = to_storage<T>(v[e]);
   }
 }
 
-// The P pieces of a row that one lane holds in registers, in the opmath type. Rows held in
-// registers are short (a block's worth of pieces), so positions within them are ints.
+// The P pieces of a row that one lane holds in registers, kept in the storage type and read in the
+// opmath type (intermediate results are recomputed from them rather than held). Rows held in registers are short (a block's worth of pieces), so positions
+// within them are ints.
 template <typename T, int P>
 struct RowFragment {
   static constexpr int kVec = kVecOf<T>;
   using acc_t = opmath_t<T>;
-  acc_t v[P][kVec];
+  Packed<T, kVec> raw[P];
 
   // First element of piece p of this lane.
   static __device__ __forceinline__ int first(int p, int lane, int lanes) { return (p * lanes + lane) * kVec; }
-  __device__ __forceinline__ void load(const T* row, int n, int lane, int lanes, bool vectorized, acc_t fill) {
+  __device__ __forceinline__ acc_t at(int p, int e) const { return from_storage(raw[p].v[e]); }
+
+  // Elements past n read as zero (they are never visited or stored).
+  __device__ __forceinline__ void load(const T* row, int n, int lane, int lanes, bool vectorized) {
 #pragma unroll
-    for (int p = 0; p < P; ++p) load_piece(row, first(p, lane, lanes), n, vectorized, fill, v[p]);
-  }
-  __device__ __forceinline__ void store(T* row, int n, int lane, int lanes, bool vectorized) const {
+    for (int p = 0; p < P; ++p) {
+      const int j = first(p, lane, lanes);
+      if (vectorized && j < n) {
+        raw[p] = *reinterpret_cast<const Packed<T, kVec>*>(row + j);
+      } else {
 #pragma unroll
-    for (int p = 0; p < P; ++p) store_piece(row, first(p, lane, lanes), n, vectorized, v[p]);
+        for (int e = 0; e < kVec; ++e) raw[p].v[e] = j + e < n ? row[j + e] : T();
+      }
+    }
   }
-  // f(j, value) for every held element inside the row.
+  // f(p, e) for every held element inside the row (one test per piece unless it straddles the end).
   template <typename F>
-  __device__ __forceinline__ void for_each(int n, int lane, int lanes, const F& f) {
+  __device__ __forceinline__ void for_each(int n, int lane, int lanes, const F& f) const {
 #pragma unroll
     for (int p = 0; p < P; ++p) {
       const int j = first(p, lane, lanes);
 #pragma unroll
       for (int e = 0; e < kVec; ++e)
-        if (j + e < n) f(j + e, v[p][e]);
+        if (j + kVec <= n || j + e < n) f(p, e);
+    }
+  }
+  // Writes this lane's pieces of an output row: f(p, j, o) fills o with the values of piece p, whose
+  // first element is j; the elements inside the row are stored.
+  template <typename F>
+  __device__ __forceinline__ void store(T* row, int n, int lane, int lanes, bool vectorized, const F& f) const {
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int j = first(p, lane, lanes);
+      acc_t o[kVec];
+      f(p, j, o);
+      store_piece(row, j, n, vectorized, o);
     }
   }
 };

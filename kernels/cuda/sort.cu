@@ -5,7 +5,8 @@
 // rows per block, by a bitonic network over (key, position) pairs (a total order, hence stable);
 // longer rows go through CUB's stable radix sort with the row number in the key's high bits. The
 // sorted positions then fetch the values from x, so values keep their exact bits. topk is the
-// sorted first k of the same order.
+// sorted first k of the same order; on long rows with k up to 1024 it keeps the first k of every
+// 4096-element chunk, then of every chunk of those candidates, until one tile holds a row's.
 #include <algorithm>
 #include <type_traits>
 
@@ -331,8 +332,8 @@ __device__ __forceinline__ void for_each_row_element(const RowSort& s, int64_t p
   }
 }
 
-// The key of element (row, j) with the row number above key_bits (0 rows bits: just the key), and
-// its flat position row * n + j.
+// The key of element (row, j), with the row number above key_bits when with_row, and its flat
+// position row * n + j.
 template <typename T, typename V>
 __global__ void row_keys_kernel(RowSort s, int key_bits, bool with_row, uint64_t* keys, V* flat) {
   for_each_row_element(s, s.n, [&](int64_t row, const int64_t (&off)[3], int64_t j) {
@@ -364,12 +365,12 @@ void radix_sort_rows(const RowSort& s, Device device, cudaStream_t stream) {
   const int key_bits = SortKey<T>::kBits;
   const int row_bits = bit_width(static_cast<uint64_t>(s.rows - 1));
   // One pass when the row number fits above the key; else by key, then stably by row.
-  const bool one_pass = key_bits + row_bits <= 64;
+  const bool one_pass = key_bits + row_bits <= 64, with_row = one_pass && row_bits > 0;
   const Tensor k0 = scratch<uint64_t>(total, device), k1 = scratch<uint64_t>(total, device);
   const Tensor v0 = scratch<V>(total, device), v1 = scratch<V>(total, device);
   SortBuffers<uint64_t> keys{static_cast<uint64_t*>(k0.data_ptr()), static_cast<uint64_t*>(k1.data_ptr())};
   SortBuffers<V> flat{static_cast<V*>(v0.data_ptr()), static_cast<V*>(v1.data_ptr())};
-  row_keys_kernel<T, V><<<row_grid(s.rows, s.n), kRowThreads, 0, stream>>>(s, key_bits, one_pass, keys.current,
+  row_keys_kernel<T, V><<<row_grid(s.rows, s.n), kRowThreads, 0, stream>>>(s, key_bits, with_row, keys.current,
                                                                              flat.current);
   RTX_CUDA_CHECK_LAUNCH();
   radix_sort_pairs(keys, flat, total, one_pass ? key_bits + row_bits : key_bits, device, stream);

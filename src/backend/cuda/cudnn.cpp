@@ -177,6 +177,7 @@ struct Forward {
   static constexpr int kId = 0;
   static constexpr int kCount = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
   static constexpr const char* kOp = "conv2d";
+  static constexpr const char* kCall = "cudnnConvolutionForward";
   static cudnnStatus_t heuristics(cudnnHandle_t h, const Descriptors& d, int* n, Perf* perf) {
     return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), kCount, n, perf);
   }
@@ -197,6 +198,7 @@ struct BackwardData {
   static constexpr int kId = 1;
   static constexpr int kCount = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
   static constexpr const char* kOp = "conv2d_backward_input";
+  static constexpr const char* kCall = "cudnnConvolutionBackwardData";
   static cudnnStatus_t heuristics(cudnnHandle_t h, const Descriptors& d, int* n, Perf* perf) {
     return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), kCount, n,
                                                        perf);
@@ -218,6 +220,7 @@ struct BackwardFilter {
   static constexpr int kId = 2;
   static constexpr int kCount = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
   static constexpr const char* kOp = "conv2d_backward_weight";
+  static constexpr const char* kCall = "cudnnConvolutionBackwardFilter";
   static cudnnStatus_t heuristics(cudnnHandle_t h, const Descriptors& d, int* n, Perf* perf) {
     return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), kCount, n,
                                                          perf);
@@ -273,7 +276,8 @@ ConvPlan choose_algorithms(cudnnHandle_t h, const Descriptors& d, cudnnMathType_
   return plan;
 }
 
-// Runs the first candidate whose workspace can be allocated (a later one when memory runs short).
+// Runs the first candidate whose workspace can be allocated and that cuDNN accepts (a later one when
+// memory runs short or cuDNN turns an offered algorithm down before launching it).
 template <typename Dir>
 void convolve(cudnnHandle_t h, const Descriptors& d, const ConvPlan& plan, const Buffers& b, const void* alpha,
               const void* beta, Device device) {
@@ -289,8 +293,10 @@ void convolve(cudnnHandle_t h, const Descriptors& d, const ConvPlan& plan, const
       }
     }
     RTX_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
-    RTX_CUDNN_CHECK(Dir::run(h, d, static_cast<typename Dir::Algo>(c.algo), ws.defined() ? ws.data_ptr() : nullptr,
-                             c.workspace, alpha, beta, b));
+    const cudnnStatus_t status = Dir::run(h, d, static_cast<typename Dir::Algo>(c.algo),
+                                          ws.defined() ? ws.data_ptr() : nullptr, c.workspace, alpha, beta, b);
+    if (status == CUDNN_STATUS_NOT_SUPPORTED && i + 1 < plan.size()) continue;
+    if (status != CUDNN_STATUS_SUCCESS) throw_cudnn_error(status, Dir::kCall, __FILE__, __LINE__);
     return;
   }
 }
