@@ -34,12 +34,11 @@ struct SumPair {
   __device__ __forceinline__ SumPair operator+(const SumPair& o) const { return {a + o.a, b + o.b}; }
 };
 
-// Butterfly exchange of a trivially copyable value made of 4-byte words (scalars or small structs).
+// Butterfly exchange of any trivially copyable value, 32 bits at a time.
 template <typename T>
 __device__ __forceinline__ T shfl_xor_value(const T& v, int lane_mask) {
-  static_assert(sizeof(T) % sizeof(int) == 0, "shuffled values are made of 4-byte words");
-  constexpr int kWords = static_cast<int>(sizeof(T) / sizeof(int));
-  int w[kWords];
+  constexpr int kWords = static_cast<int>((sizeof(T) + sizeof(int) - 1) / sizeof(int));
+  int w[kWords] = {};
   memcpy(w, &v, sizeof(T));
 #pragma unroll
   for (int i = 0; i < kWords; ++i) w[i] = rtx_shfl_xor(w[i], lane_mask);

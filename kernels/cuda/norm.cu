@@ -26,8 +26,11 @@ __device__ __forceinline__ opmath_t<T> optional_at(const T* p, int64_t j, opmath
   return p != nullptr ? static_cast<opmath_t<T>>(p[j]) : absent;
 }
 
+// Bounded to two blocks of kMaxRowBlock threads per multiprocessor (64 registers), so that a second
+// row streams in while one is reduced; rows are held with spread kLayerNormSpread (fewer, fuller lanes).
+constexpr int kLayerNormSpread = 2;
 template <typename T, int P>
-__global__ void __launch_bounds__(kMaxRowBlock)
+__global__ void __launch_bounds__(kMaxRowBlock, 2)
     layer_norm_rows_kernel(T* out, opmath_t<T>* mean, opmath_t<T>* rstd, const T* x, const T* w, const T* b,
                            int64_t rows, int64_t n, int lanes, bool vectorized, opmath_t<T> eps) {
   using acc_t = opmath_t<T>;
@@ -233,7 +236,7 @@ void layer_norm_cuda(const Tensor& out, const Tensor& mean, const Tensor& rstd, 
     const T* w = optional_ptr<T>(weight);
     const T* b = optional_ptr<T>(bias);
     const bool vec = rows_vectorizable<T>(n, o, xp, w, b);
-    const RegisterRows<T, 1> rr(n);
+    const RegisterRows<T, 1> rr(n, kLayerNormSpread);
     if (rr.fits) {
       const RowLaunch l(m, rr.lanes);
       with_pieces<T, 1>(rr.pieces, [&](auto p) {

@@ -62,7 +62,7 @@ __device__ __forceinline__ V extreme_identity() {
 
 // Sum, and mean (kMean) dividing by count; Out is the result type.
 template <typename T, typename Out = sum_out_t<T>, bool kMean = false>
-struct SumOp {
+struct SumMeanOp {
   using acc_t = sum_acc_t<T>;
   Out* out;
   acc_t count = 1;
@@ -238,13 +238,13 @@ struct ArgOp {
   }
 
 void sum_cuda(const Tensor& out, const Tensor& x) {
-  RTX_DISPATCH_REDUCE(x.dtype(), "sum", [&] { reduce<scalar_t>(out, x, SumOp<scalar_t>{data_of<sum_out_t<scalar_t>>(out)}); });
+  RTX_DISPATCH_REDUCE(x.dtype(), "sum", [&] { reduce<scalar_t>(out, x, SumMeanOp<scalar_t>{data_of<sum_out_t<scalar_t>>(out)}); });
 }
 
 void mean_cuda(const Tensor& out, const Tensor& x) {
   const int64_t count = x.numel() / out.numel();
   RTX_DISPATCH_FLOATS(x.dtype(), "mean", [&] {
-    using Op = SumOp<scalar_t, scalar_t, true>;
+    using Op = SumMeanOp<scalar_t, scalar_t, true>;
     reduce<scalar_t>(out, x, Op{data_of<scalar_t>(out), static_cast<typename Op::acc_t>(count)});
   });
 }
@@ -331,7 +331,7 @@ __device__ __forceinline__ void group_scan(A x, A& excl, A& total, A* warp_total
   A sum = x;
   excl = A(0);
   for (int m = 1; m < (width < kWarpSize ? width : kWarpSize); m *= 2) {
-    const A other = shfl_xor_any(sum, m);
+    const A other = shfl_xor_value(sum, m);
     if (threadIdx.x & m) excl = add(other, excl);
     sum = add(sum, other);
   }
@@ -427,7 +427,7 @@ void scan(const Tensor& out, const Tensor& x, int64_t outer, int64_t len, int64_
     const Tensor totals = rtx::detail::make_tensor({outer, a.chunks - 1, 1, inner}, dtype_of_v<A>, x.device());
     const Tensor whole_chunks = rtx::detail::make_view(x, {outer, a.chunks - 1, a.chunk, inner},
                                                        {len * inner, a.chunk * inner, inner, 1}, x.storage_offset());
-    reduce<T>(totals, whole_chunks, SumOp<T, A>{data_of<A>(totals)});
+    reduce<T>(totals, whole_chunks, SumMeanOp<T, A>{data_of<A>(totals)});
     carries = rtx::detail::make_tensor({outer, a.chunks - 1, inner}, dtype_of_v<A>, x.device());
     scan<A, A>(carries, totals, outer, a.chunks - 1, inner);
   }

@@ -28,6 +28,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "kernels/common/opmath.h"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/pointwise.cuh"
 #include "rtx/cuda.h"
@@ -45,24 +46,10 @@ constexpr int kThreadsPerSM = 2048;   // resident threads per multiprocessor the
 
 // ---- device helpers --------------------------------------------------------------------------------
 
-// Butterfly exchange of any trivially copyable value, 32 bits at a time.
-template <typename T>
-__device__ __forceinline__ T shfl_xor_any(const T& value, int lane_mask) {
-  constexpr int kWords = static_cast<int>((sizeof(T) + 3) / 4);
-  int words[kWords] = {};
-  memcpy(words, &value, sizeof(T));
-#pragma unroll
-  for (int k = 0; k < kWords; ++k) words[k] = rtx_shfl_xor(words[k], lane_mask);
-  T r;
-  memcpy(&r, words, sizeof(T));
-  return r;
-}
-
 // Merges a over `width` neighbouring lanes (a power of two up to the warp size); every lane gets the result.
 template <typename Op, typename A>
 __device__ __forceinline__ A warp_merge(const Op& op, A a, int width) {
-  for (int m = width / 2; m > 0; m /= 2) a = op.merge(a, shfl_xor_any(a, m));
-  return a;
+  return group_reduce(a, width, [&](const A& x, const A& y) { return op.merge(x, y); });
 }
 
 // Merges a over the blockDim.x lanes of each group (threadIdx.y names the group; blockDim.x is a power

@@ -83,9 +83,10 @@ int stream_lanes(int64_t n) {
 
 // How rows of n elements are held in registers by a kernel keeping kFragments values per element:
 // `lanes` threads per row with `pieces` 16-byte pieces each, a power of two up to kMaxPieces (32
-// registers of stored values per fragment set). Rows get more lanes rather than more pieces (a quarter
-// of the maximum each, more only for the longest rows) so that register use stays moderate and
-// several blocks fit an SM. fits is false for rows too long to hold.
+// registers of stored values per fragment set). Rows get more lanes rather than more pieces
+// (kMaxPieces / spread each, more only for the longest rows) so that register use stays moderate and
+// several blocks fit an SM; a kernel whose register budget is bounded by its launch can take a
+// smaller spread. fits is false for rows too long to hold.
 template <typename T, int kFragments>
 struct RegisterRows {
   static constexpr int kMaxPieces =
@@ -93,12 +94,12 @@ struct RegisterRows {
   int lanes = 1;
   int pieces = 1;
   bool fits = false;
-  explicit RegisterRows(int64_t n) {
+  explicit RegisterRows(int64_t n, int spread = 4) {
     const int64_t nv = std::max<int64_t>(1, ceil_div(n, kVecOf<T>));
-    const int64_t quarter = std::max(1, kMaxPieces / 4);
-    const int64_t l = nv <= kWarpSize * quarter
+    const int64_t share = std::max(1, kMaxPieces / spread);
+    const int64_t l = nv <= kWarpSize * share
                           ? std::min<int64_t>(kWarpSize, pow2_ceil(nv))
-                          : std::clamp<int64_t>(pow2_ceil(ceil_div(nv, quarter)), 2 * kWarpSize, kMaxRowBlock);
+                          : std::clamp<int64_t>(pow2_ceil(ceil_div(nv, share)), 2 * kWarpSize, kMaxRowBlock);
     const int64_t p = pow2_ceil(ceil_div(nv, l));
     lanes = static_cast<int>(l);
     pieces = static_cast<int>(std::min<int64_t>(p, kMaxPieces));
