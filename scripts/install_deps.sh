@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the system packages needed to build and test rtx (Debian/Ubuntu).
-# Idempotent: apt is skipped entirely when every package is already installed.
+# Installs the system packages needed to build and test rtx (Debian/Ubuntu), then the Python
+# packages the Python tests need (pip). Idempotent: apt and pip are skipped when everything is there.
 # Set RTX_SKIP_DEPS=1 to skip this step.
 set -euo pipefail
 
@@ -11,7 +11,7 @@ fi
 
 # Needed to configure, build and test.
 required=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev
-          libfmt-dev libspdlog-dev libopenblas-dev python3)
+          libfmt-dev libspdlog-dev libopenblas-dev python3 pybind11-dev)
 # Nice to have: the build works without them (hipcc: the AMD compile check of the CUDA sources).
 optional=(ccache python3-numpy hipcc)
 
@@ -28,10 +28,20 @@ for pkg in "${optional[@]}"; do
   is_installed "$pkg" || missing_optional+=("$pkg")
 done
 
+# The Python test dependencies, into the python3 on PATH (the one the build binds to).
+python_deps() {
+  if python3 -c 'import numpy, pytest' 2>/dev/null; then
+    return 0
+  fi
+  echo "install_deps: installing numpy and pytest with pip"
+  python3 -m pip install --quiet numpy pytest
+}
+
 missing=("${missing_required[@]}" "${missing_optional[@]}")
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "install_deps: all packages present"
-  exit 0
+  python_deps
+  exit
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
@@ -53,7 +63,8 @@ echo "install_deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 if "${sudo[@]}" apt-get update \
    && "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"; then
-  exit 0
+  python_deps
+  exit
 fi
 
 # apt failed (e.g. no network). Only a missing required package is fatal.
@@ -66,4 +77,4 @@ if [[ ${#still_missing[@]} -gt 0 ]]; then
   exit 1
 fi
 echo "install_deps: warning: could not install optional packages: ${missing_optional[*]}" >&2
-exit 0
+python_deps

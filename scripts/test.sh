@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and tests rtx:
-#   1. build/release  Release build (CUDA when available, tests, bench, examples) + ctest
+#   1. build/release  Release build (CUDA when available, tests, bench, examples, the Python
+#                     package) + ctest, which runs the C++ tests and pytest on the same library
 #   2. hip            every CUDA source compiled with hipcc for an AMD GPU (compile only)
 #   3. build/asan     AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only) + ctest
 # Prints a summary and exits non-zero if any step failed.
@@ -87,6 +88,7 @@ configure_build_test release "${ROOT}/build/release" \
   -DRTX_BUILD_TESTS=ON \
   -DRTX_BUILD_BENCH=ON \
   -DRTX_BUILD_EXAMPLES=ON \
+  -DRTX_BUILD_PYTHON=ON \
   -DRTX_SANITIZE=
 
 # 2. Every CUDA source compiles for AMD GPUs through the HIP alias header (compile only).

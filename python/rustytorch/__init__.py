@@ -1,0 +1,29 @@
+"""rustytorch: tensors, autograd and neural-network building blocks with a PyTorch-shaped API,
+backed by the rtx C++/CUDA library."""
+from . import _C
+from ._C import (  # noqa: F401  (re-exported)
+    Tensor, dtype, device, Error, ShapeError, DTypeError, DeviceError, IndexError, ValueError,
+    OutOfMemoryError, CheckpointError, bool, uint8, int8, int32, int64, float16, bfloat16, float32,
+    float64, float, double, half, long, int, promote_types, from_numpy, manual_seed, initial_seed,
+    get_rng_state, set_rng_state, use_deterministic_algorithms, are_deterministic_algorithms_enabled,
+    set_float32_matmul_precision, get_float32_matmul_precision, set_num_threads, get_num_threads,
+    is_grad_enabled,
+)
+from ._creation import tensor, as_tensor  # noqa: F401
+from . import _tensor  # noqa: F401  (adds the Python-level Tensor methods)
+from .autograd import no_grad, enable_grad, set_grad_enabled  # noqa: F401
+from . import autograd, cuda, utils  # noqa: F401
+
+__version__ = _C.__version__
+
+
+def _export_ops():
+    """Every op of _C (creation, math, reductions, nn functions, ...) as a rustytorch function."""
+    namespace = globals()
+    for name in dir(_C):
+        if not name.startswith("_") and name not in namespace:
+            namespace[name] = getattr(_C, name)
+
+
+_export_ops()
+del _export_ops

@@ -1,0 +1,240 @@
+"""Tensor methods written in Python on top of _C: indexing and assignment, iteration, tolist,
+hooks, grad_fn, the new_* constructors and numpy interop niceties."""
+import builtins
+import numbers
+
+import numpy as np
+
+from . import _C
+from ._creation import tensor as _tensor
+
+Tensor = _C.Tensor
+
+
+# ---- indexing ---------------------------------------------------------------------------------
+
+def _is_int_like(item):
+    if isinstance(item, builtins.bool):
+        return False
+    if isinstance(item, numbers.Integral):
+        return True
+    return isinstance(item, Tensor) and item.dim() == 0 and not item.is_floating_point() \
+        and item.dtype != _C.bool
+
+
+def _as_index_tensor(item, device):
+    """An advanced index (list, numpy array or tensor) as an int64 or bool tensor on device."""
+    t = item if isinstance(item, Tensor) else _tensor(item)
+    if t.dtype == _C.bool:
+        return t.to(device)
+    if t.is_floating_point():
+        raise builtins.IndexError(
+            "tensors used as indices must be long, int or bool tensors, got " + str(t.dtype))
+    return t.to(device=device, dtype=_C.int64)
+
+
+def _mask_to_indices(mask):
+    """The int64 index tensors (one per mask dim) of a bool mask's True elements, in row-major order."""
+    positions = np.nonzero(mask.cpu().numpy())
+    return [_C.from_numpy(np.array(p, dtype=np.int64, order="C")).to(mask.device) for p in positions]
+
+
+def _expand_index(self, index):
+    """index as a tuple of per-dim items: Ellipsis expanded, bool masks split into one int64 index
+    per masked dim."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    items = []
+    for item in index:
+        if isinstance(item, (list, np.ndarray)) or (isinstance(item, Tensor) and not _is_int_like(item)):
+            t = _as_index_tensor(item, self.device)
+            if t.dtype == _C.bool:
+                items.extend(_mask_to_indices(t))
+                continue
+            items.append(t)
+        else:
+            items.append(item)
+    consumed = builtins.sum(1 for i in items if i is not None and i is not Ellipsis)
+    if builtins.sum(1 for i in items if i is Ellipsis) > 1:
+        raise builtins.IndexError("an index can only have a single ellipsis ('...')")
+    if consumed > self.dim():
+        raise builtins.IndexError(
+            f"too many indices for tensor of dimension {self.dim()} ({consumed} given)")
+    if Ellipsis in [i for i in items if not isinstance(i, Tensor)]:
+        at = next(k for k, i in enumerate(items) if i is Ellipsis)
+        items[at:at + 1] = [builtins.slice(None)] * (self.dim() - consumed)
+    return items
+
+
+def _basic_index(self, items):
+    """Applies ints, slices and None as views; returns the view and, for every tensor index left,
+    (dim of the view it applies to, index tensor)."""
+    result, dim, advanced = self, 0, []
+    for item in items:
+        if item is None:
+            result = result.unsqueeze(dim)
+            dim += 1
+        elif isinstance(item, builtins.slice):
+            step = 1 if item.step is None else builtins.int(item.step)
+            if step <= 0:
+                raise builtins.ValueError("slice step must be positive")
+            result = result._slice(dim, None if item.start is None else builtins.int(item.start),
+                                   None if item.stop is None else builtins.int(item.stop), step)
+            dim += 1
+        elif _is_int_like(item):
+            result = result.select(dim, builtins.int(item))
+        elif isinstance(item, Tensor):
+            advanced.append((dim, item))
+            dim += 1
+        else:
+            raise builtins.IndexError(
+                "only integers, slices, None, Ellipsis, lists, numpy arrays and int64 or bool tensors "
+                f"are valid indices (got {type(item).__name__})")
+    return result, advanced
+
+
+def _advanced_index(view, advanced):
+    """numpy's advanced indexing of view by int64 tensors at the given dims: the index tensors
+    broadcast together; their result dims replace the indexed dims where those are adjacent, and
+    go first otherwise. Built from differentiable ops (a flat index_select)."""
+    dims = [d for d, _ in advanced]
+    indices = _C.broadcast_tensors(*[i for _, i in advanced])
+    adjacent = dims == list(builtins.range(dims[0], dims[0] + len(dims)))
+    rest = [d for d in builtins.range(view.dim()) if d not in dims]
+    order = dims + rest
+    moved = view.permute(order) if order != list(builtins.range(view.dim())) else view
+    sizes = [view.size(d) for d in dims]
+    linear = None
+    for k, (idx, size) in enumerate(zip(indices, sizes)):
+        idx = _C.where(idx < 0, idx + size, idx)
+        linear = idx if linear is None else linear * size + idx
+    flat = moved.flatten(0, len(dims) - 1) if len(dims) > 1 else moved
+    picked = flat.index_select(0, linear.reshape(-1))
+    out = picked.unflatten(0, tuple(linear.shape)) if linear.dim() != 1 else picked
+    if linear.dim() == 0:
+        out = picked.squeeze(0)
+    if adjacent and dims[0] > 0:
+        nidx = linear.dim()
+        perm = list(builtins.range(nidx, nidx + dims[0])) + list(builtins.range(nidx)) + \
+            list(builtins.range(nidx + dims[0], out.dim()))
+        out = out.permute(perm)
+    return out
+
+
+def _getitem(self, index):
+    items = _expand_index(self, index)
+    view, advanced = _basic_index(self, items)
+    return _advanced_index(view, advanced) if advanced else view
+
+
+def _setitem(self, index, value):
+    items = _expand_index(self, index)
+    view, advanced = _basic_index(self, items)
+    if not isinstance(value, Tensor):
+        value = _tensor(value, dtype=self.dtype, device=self.device)
+    if not advanced:
+        view.copy_(value)
+        return
+    # Advanced assignment: scatter the values into the flattened indexed dims.
+    dims = [d for d, _ in advanced]
+    if dims != list(builtins.range(dims[0], dims[0] + len(dims))) or dims[0] != 0:
+        order = dims + [d for d in builtins.range(view.dim()) if d not in dims]
+        view = view.permute(order)
+    indices = _C.broadcast_tensors(*[i for _, i in advanced])
+    sizes = [view.size(k) for k in builtins.range(len(dims))]
+    linear = None
+    for idx, size in zip(indices, sizes):
+        idx = _C.where(idx < 0, idx + size, idx)
+        linear = idx if linear is None else linear * size + idx
+    flat = view.flatten(0, len(dims) - 1) if len(dims) > 1 else view
+    target_shape = tuple(linear.shape) + tuple(flat.shape[1:])
+    source = value.expand(*target_shape).reshape(-1, *flat.shape[1:]) if flat.dim() > 1 \
+        else value.expand(*target_shape).reshape(-1)
+    index = linear.reshape(-1)
+    for _ in builtins.range(flat.dim() - 1):
+        index = index.unsqueeze(-1)
+    index = index.expand(*source.shape)
+    flat.copy_(flat.scatter(0, index, source.to(flat.dtype)))
+
+
+# ---- other Python-level methods ---------------------------------------------------------------
+
+def _tolist(self):
+    if self.dtype == _C.bfloat16:
+        return self.detach().cpu().float().numpy().tolist()
+    return self.detach().cpu().numpy().tolist()
+
+
+def _iter(self):
+    if self.dim() == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return iter(self.unbind(0))
+
+
+class RemovableHandle:
+    """What register_hook returns: remove() unregisters the hook."""
+
+    def __init__(self, tensor, handle):
+        self._tensor, self._handle = tensor, handle
+
+    def remove(self):
+        if self._tensor is not None:
+            self._tensor._remove_hook(self._handle)
+            self._tensor = None
+
+
+def _register_hook(self, hook):
+    """hook(grad) runs when this tensor's gradient is computed; a tensor it returns replaces the gradient."""
+    if not self.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    return RemovableHandle(self, self._register_hook(hook))
+
+
+class _GradFn:
+    """The backward node of a tensor, by name (what PyTorch prints as grad_fn=<MulBackward0>)."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def name(self):
+        return self._name
+
+    def __repr__(self):
+        return f"<{self._name}>"
+
+
+def _grad_fn(self):
+    name = self._grad_fn_name
+    return None if name is None else _GradFn(name)
+
+
+def _new(factory):
+    def make(self, *size, dtype=None, device=None, requires_grad=False, **kwargs):
+        return factory(*size, **kwargs, dtype=dtype or self.dtype, device=device or self.device,
+                       requires_grad=requires_grad)
+    return make
+
+
+def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    return _tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+def _format(self, spec):
+    if self.dim() == 0:
+        return self.item().__format__(spec)
+    return object.__format__(repr(self), spec)
+
+
+Tensor.__getitem__ = _getitem
+Tensor.__setitem__ = _setitem
+Tensor.__iter__ = _iter
+Tensor.__format__ = _format
+Tensor.__array_priority__ = 1000
+Tensor.tolist = _tolist
+Tensor.register_hook = _register_hook
+Tensor.grad_fn = property(_grad_fn)
+Tensor.new_zeros = _new(_C.zeros)
+Tensor.new_ones = _new(_C.ones)
+Tensor.new_empty = _new(_C.empty)
+Tensor.new_full = _new(lambda size, fill_value, **kw: _C.full(size, fill_value, **kw))
+Tensor.new_tensor = _new_tensor

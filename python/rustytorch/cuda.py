@@ -1,0 +1,77 @@
+"""rustytorch.cuda: devices, synchronization, streams, events and the caching allocator's
+statistics. Importable everywhere; without a GPU is_available() is False and the rest raise
+DeviceError saying why."""
+from ._C import _cuda
+
+Stream = _cuda.Stream
+Event = _cuda.Event
+is_available = _cuda.is_available
+device_count = _cuda.device_count
+current_device = _cuda.current_device
+set_device = _cuda.set_device
+empty_cache = _cuda.empty_cache
+reset_peak_memory_stats = _cuda.reset_peak_memory_stats
+get_device_properties = _cuda.get_device_properties
+current_stream = _cuda.current_stream
+set_stream = _cuda.set_stream
+
+
+def _index(device):
+    if device is None:
+        return -1
+    if isinstance(device, int):
+        return device
+    from ._C import device as _device
+    return _device(device).index if not isinstance(device, _device) else device.index
+
+
+def synchronize(device=None):
+    """Waits for all work queued on the device (default: the current one)."""
+    _cuda.synchronize(_index(device))
+
+
+def memory_stats(device=None):
+    """The caching allocator's counters, with PyTorch's key names."""
+    return _cuda.memory_stats(_index(device))
+
+
+def memory_summary(device=None):
+    return _cuda.memory_summary(_index(device))
+
+
+def memory_allocated(device=None):
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device=None):
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device=None):
+    return memory_stats(device)["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device=None):
+    return memory_stats(device)["reserved_bytes.all.peak"]
+
+
+def default_stream(device=None):
+    return Stream.default_stream(_index(device))
+
+
+class stream:
+    """Makes a stream current for a with-block."""
+
+    def __init__(self, s):
+        self._stream = s
+
+    def __enter__(self):
+        if self._stream is not None:
+            self._prev = current_stream(self._stream.device_index)
+            set_stream(self._stream)
+        return self._stream
+
+    def __exit__(self, *exc):
+        if self._stream is not None:
+            set_stream(self._prev)
+        return False

@@ -1,0 +1,78 @@
+// Conversions between Python values and the library's argument types, shared by every binding file:
+// Python numbers as rtx::Scalar (bool, int and float kept apart, as PyTorch's promotion needs), and
+// shapes and dim lists given the ways PyTorch accepts them (f(2, 3), f((2, 3)), f([2, 3]), f(None)).
+#pragma once
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "rtx/rtx.h"
+
+namespace pybind11::detail {
+
+// Python bool, int and float (and numpy scalars, through __index__ / __float__) as rtx::Scalar.
+template <>
+struct type_caster<rtx::Scalar> {
+  PYBIND11_TYPE_CASTER(rtx::Scalar, const_name("Number"));
+
+  bool load(handle src, bool convert) {
+    if (PyBool_Check(src.ptr())) {
+      value = rtx::Scalar(src.ptr() == Py_True);
+      return true;
+    }
+    if (PyLong_Check(src.ptr())) {
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(src.ptr(), &overflow);
+      if (overflow != 0) return false;
+      value = rtx::Scalar(static_cast<int64_t>(v));
+      return true;
+    }
+    if (PyFloat_Check(src.ptr())) {
+      value = rtx::Scalar(PyFloat_AsDouble(src.ptr()));
+      return true;
+    }
+    if (!convert) return false;
+    // numpy scalars and other number-likes: integers through __index__, the rest through __float__.
+    if (hasattr(src, "dtype") && hasattr(src, "item")) return load(src.attr("item")(), false);
+    if (PyIndex_Check(src.ptr())) {
+      const object i = reinterpret_steal<object>(PyNumber_Index(src.ptr()));
+      if (i) return load(i, false);
+      PyErr_Clear();
+    }
+    if (PyNumber_Check(src.ptr()) && !hasattr(src, "__dlpack__")) {
+      const double d = PyFloat_AsDouble(src.ptr());
+      if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return false;
+      }
+      value = rtx::Scalar(d);
+      return true;
+    }
+    return false;
+  }
+
+  static handle cast(const rtx::Scalar& s, return_value_policy, handle) {
+    if (s.is_bool()) return pybind11::bool_(s.to_bool()).release();
+    if (s.is_integral()) return PyLong_FromLongLong(s.to_int());
+    return PyFloat_FromDouble(s.to_double());
+  }
+};
+
+}  // namespace pybind11::detail
+
+namespace rtx::python {
+
+namespace py = pybind11;
+
+// A shape or dim list from an int or a sequence of ints.
+Shape to_shape(py::handle obj, const char* what);
+// The sizes of f(*size): f(2, 3), f((2, 3)) and f([2, 3]) all give [2, 3].
+Shape shape_args(const py::args& args, const char* what);
+// Reduced dims: None (every dim), an int, or a sequence of ints.
+Shape dims_arg(const py::object& dims);
+// "float32"-style names of dtypes for messages.
+std::string type_name(py::handle obj);
+
+}  // namespace rtx::python

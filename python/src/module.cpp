@@ -1,0 +1,36 @@
+// rustytorch._C: the library's types, ops and runtime for Python. The pure-Python package
+// (python/rustytorch) builds the PyTorch-shaped API on top of it.
+#include "bindings.h"
+
+namespace rtx::python {
+
+py::object values_indices(const ValuesIndices& r) {
+  static const py::object type = py::module_::import("rustytorch._C").attr("ValuesIndices");
+  return type(r.values, r.indices);
+}
+
+}  // namespace rtx::python
+
+PYBIND11_MODULE(_C, m) {
+  namespace py = pybind11;
+  using namespace rtx::python;
+  m.doc() = "rustytorch's compiled core: tensors, ops, autograd and the CUDA runtime";
+  m.attr("ValuesIndices") =
+      py::module_::import("collections").attr("namedtuple")("ValuesIndices", py::make_tuple("values", "indices"));
+  bind_errors(m);
+  bind_types(m);
+  TensorClass cls(m, "Tensor");
+  bind_tensor(m, cls);
+  bind_ops(m, cls);
+  bind_numpy(m, cls);
+  bind_autograd(m, cls);
+  bind_cuda(m);
+  m.attr("__version__") = rtx::version();
+  m.def("built_with_cuda", &rtx::built_with_cuda);
+  m.def("set_num_threads", &rtx::set_num_threads, py::arg("n"));
+  m.def("get_num_threads", &rtx::get_num_threads);
+  m.def("use_deterministic_algorithms", &rtx::use_deterministic_algorithms, py::arg("mode"));
+  m.def("are_deterministic_algorithms_enabled", &rtx::are_deterministic_algorithms_enabled);
+  m.def("set_float32_matmul_precision", &rtx::set_float32_matmul_precision, py::arg("precision"));
+  m.def("get_float32_matmul_precision", &rtx::get_float32_matmul_precision);
+}

@@ -1,0 +1,98 @@
+// Zero-copy exchange with numpy: rustytorch.from_numpy wraps an array's memory (the tensor keeps the
+// array alive), Tensor.numpy() exposes a CPU tensor's memory (the array keeps the tensor alive).
+#include <pybind11/numpy.h>
+
+#include <string>
+
+#include "bindings.h"
+
+namespace rtx::python {
+namespace {
+
+// Fields are read through Python attributes: the C layout of numpy's dtype struct changed in numpy 2.
+DType dtype_of_numpy(const py::dtype& dt) {
+  const char kind = dt.attr("kind").cast<std::string>()[0];
+  const py::ssize_t size = dt.attr("itemsize").cast<py::ssize_t>();
+  if (kind == 'b' && size == 1) return kBool;
+  if (kind == 'u' && size == 1) return kUInt8;
+  if (kind == 'i' && size == 1) return kInt8;
+  if (kind == 'i' && size == 4) return kInt32;
+  if (kind == 'i' && size == 8) return kInt64;
+  if (kind == 'f' && size == 2) return kFloat16;
+  if (kind == 'f' && size == 4) return kFloat32;
+  if (kind == 'f' && size == 8) return kFloat64;
+  throw py::type_error("from_numpy: numpy arrays of dtype " + dt.attr("name").cast<std::string>() +
+                       " are not supported; supported: bool, uint8, int8, int32, int64, float16, float32, float64");
+}
+
+py::dtype numpy_dtype_of(DType t) {
+  switch (t) {
+    case kBool: return py::dtype("bool");
+    case kUInt8: return py::dtype("uint8");
+    case kInt8: return py::dtype("int8");
+    case kInt32: return py::dtype("int32");
+    case kInt64: return py::dtype("int64");
+    case kFloat16: return py::dtype("float16");
+    case kFloat32: return py::dtype("float32");
+    case kFloat64: return py::dtype("float64");
+    case kBFloat16: break;
+  }
+  throw py::type_error("numpy() does not support bfloat16 (numpy has no such dtype); convert with .float() first");
+}
+
+Tensor from_numpy(const py::array& array) {
+  const DType dtype = dtype_of_numpy(array.dtype());
+  if (!array.dtype().attr("isnative").cast<bool>())
+    throw py::value_error("from_numpy: the array is not in the machine's byte order; call .astype(arr.dtype.newbyteorder('='))");
+  const py::ssize_t item = array.dtype().attr("itemsize").cast<py::ssize_t>();
+  Shape shape, strides;
+  for (py::ssize_t d = 0; d < array.ndim(); ++d) {
+    const py::ssize_t stride = array.strides(d);
+    if (stride < 0 || stride % item != 0)
+      throw py::value_error("from_numpy: the array has negative or unaligned strides (" + std::to_string(stride) +
+                            " bytes in dim " + std::to_string(d) + "); pass a copy (arr.copy()) instead");
+    shape.push_back(array.shape(d));
+    strides.push_back(stride / item);
+  }
+  PyObject* owner = array.ptr();
+  Py_INCREF(owner);
+  return from_blob(const_cast<void*>(array.data()), shape, strides, dtype, Device(kCPU), [owner](void*) {
+    if (!Py_IsInitialized()) return;
+    py::gil_scoped_acquire gil;
+    Py_DECREF(owner);
+  });
+}
+
+py::array to_numpy(const Tensor& t) {
+  if (t.requires_grad())
+    throw py::value_error("numpy(): the tensor requires grad; use tensor.detach().numpy()");
+  if (!t.is_cpu())
+    throw py::type_error("numpy(): the tensor is on " + t.device().str() +
+                         "; copy it to host memory first with tensor.cpu()");
+  const py::dtype dt = numpy_dtype_of(t.dtype());
+  std::vector<py::ssize_t> shape, strides;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    shape.push_back(t.size(d));
+    strides.push_back(t.stride(d) * static_cast<py::ssize_t>(t.element_size()));
+  }
+  // The capsule owns a handle to the tensor, so the memory lives as long as the array.
+  py::capsule owner(new Tensor(t), [](void* p) { delete static_cast<Tensor*>(p); });
+  return py::array(dt, shape, strides, t.data_ptr(), owner);
+}
+
+}  // namespace
+
+void bind_numpy(py::module_& m, TensorClass& cls) {
+  m.def("from_numpy", &from_numpy, py::arg("ndarray"),
+        "A tensor sharing the array's memory (no copy); writes through either are seen by both.");
+  cls.def("numpy", &to_numpy, "This CPU tensor's memory as a numpy array (no copy).");
+  cls.def(
+      "__array__",
+      [](const Tensor& t, const py::object& dtype, const py::object&) -> py::object {
+        const py::array a = to_numpy(t.detach().cpu());
+        return dtype.is_none() ? py::object(a) : py::object(a.attr("astype")(dtype));
+      },
+      py::arg("dtype") = py::none(), py::arg("copy") = py::none());
+}
+
+}  // namespace rtx::python

@@ -1,0 +1,441 @@
+// Every op of the library for Python, as rustytorch functions and, where PyTorch has them, Tensor
+// methods, with PyTorch's argument names: creation and random functions, the pointwise table,
+// reductions, linear algebra, convolution and pooling, nn functions, joining and indexing.
+#include <pybind11/functional.h>
+
+#include "bindings.h"
+
+namespace rtx::python {
+namespace {
+
+TensorOptions options(std::optional<DType> dtype, std::optional<Device> device, bool requires_grad) {
+  TensorOptions o;
+  o.dtype = dtype;
+  o.device = device;
+  o.requires_grad = requires_grad;
+  return o;
+}
+
+std::optional<TensorOptions> like_options(std::optional<DType> dtype, std::optional<Device> device,
+                                          bool requires_grad) {
+  if (!dtype && !device && !requires_grad) return std::nullopt;
+  return options(dtype, device, requires_grad);
+}
+
+Reduction reduction_of(const std::string& r) {
+  if (r == "mean") return Reduction::Mean;
+  if (r == "sum") return Reduction::Sum;
+  if (r == "none") return Reduction::None;
+  throw py::value_error("reduction must be 'mean', 'sum' or 'none', got '" + r + "'");
+}
+
+// A pair of ints from an int or a sequence (kernel sizes, strides, paddings).
+Shape pair_of(const py::object& v, const char* what) {
+  Shape s = to_shape(v, what);
+  if (s.size() == 1) s.push_back(s[0]);
+  return s;
+}
+
+// The correction of var/std from PyTorch's unbiased/correction arguments.
+int64_t correction_of(std::optional<bool> unbiased, std::optional<int64_t> correction) {
+  if (correction) return *correction;
+  return unbiased.value_or(true) ? 1 : 0;
+}
+
+void bind_creation(py::module_& m) {
+#define RTX_SHAPE_CREATION(name)                                                                                   \
+  m.def(                                                                                                           \
+      #name,                                                                                                       \
+      [](const py::args& size, std::optional<DType> dtype, std::optional<Device> device, bool requires_grad) { \
+        return rtx::name(shape_args(size, #name "(): size"), options(dtype, device, requires_grad));            \
+      },                                                                                                           \
+      py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(), py::arg("requires_grad") = false);
+  RTX_SHAPE_CREATION(empty)
+  RTX_SHAPE_CREATION(zeros)
+  RTX_SHAPE_CREATION(ones)
+  RTX_SHAPE_CREATION(rand)
+  RTX_SHAPE_CREATION(randn)
+#undef RTX_SHAPE_CREATION
+  m.def(
+      "full",
+      [](const py::object& size, const Scalar& value, std::optional<DType> dtype, std::optional<Device> device,
+         bool requires_grad) { return rtx::full(to_shape(size, "full(): size"), value, options(dtype, device, requires_grad)); },
+      py::arg("size"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none(),
+      py::arg("device") = py::none(), py::arg("requires_grad") = false);
+#define RTX_LIKE_CREATION(name)                                                                              \
+  m.def(                                                                                                     \
+      #name,                                                                                                 \
+      [](const Tensor& t, std::optional<DType> dtype, std::optional<Device> device, bool requires_grad) { \
+        return rtx::name(t, like_options(dtype, device, requires_grad));                                     \
+      },                                                                                                     \
+      py::arg("input"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),         \
+      py::arg("requires_grad") = false);
+  RTX_LIKE_CREATION(empty_like)
+  RTX_LIKE_CREATION(zeros_like)
+  RTX_LIKE_CREATION(ones_like)
+  RTX_LIKE_CREATION(rand_like)
+  RTX_LIKE_CREATION(randn_like)
+#undef RTX_LIKE_CREATION
+  m.def(
+      "full_like",
+      [](const Tensor& t, const Scalar& v, std::optional<DType> dtype, std::optional<Device> device, bool rg) {
+        return rtx::full_like(t, v, like_options(dtype, device, rg));
+      },
+      py::arg("input"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none(),
+      py::arg("device") = py::none(), py::arg("requires_grad") = false);
+  m.def(
+      "arange",
+      [](const Scalar& a, std::optional<Scalar> b, const Scalar& step, std::optional<DType> dtype,
+         std::optional<Device> device, bool rg) {
+        const std::optional<TensorOptions> o = like_options(dtype, device, rg);
+        return b ? rtx::arange(a, *b, step, o) : rtx::arange(Scalar(int64_t{0}), a, step, o);
+      },
+      py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1, py::kw_only(), py::arg("dtype") = py::none(),
+      py::arg("device") = py::none(), py::arg("requires_grad") = false);
+  m.def(
+      "linspace",
+      [](double start, double end, int64_t steps, std::optional<DType> dtype, std::optional<Device> device, bool rg) {
+        return rtx::linspace(start, end, steps, options(dtype, device, rg));
+      },
+      py::arg("start"), py::arg("end"), py::arg("steps"), py::kw_only(), py::arg("dtype") = py::none(),
+      py::arg("device") = py::none(), py::arg("requires_grad") = false);
+  m.def(
+      "eye",
+      [](int64_t n, std::optional<int64_t> mcols, std::optional<DType> dtype, std::optional<Device> device, bool rg) {
+        return rtx::eye(n, mcols.value_or(-1), options(dtype, device, rg));
+      },
+      py::arg("n"), py::arg("m") = py::none(), py::kw_only(), py::arg("dtype") = py::none(),
+      py::arg("device") = py::none(), py::arg("requires_grad") = false);
+  m.def(
+      "scalar_tensor",
+      [](const Scalar& v, std::optional<DType> dtype, std::optional<Device> device, bool rg) {
+        return rtx::scalar_tensor(v, options(dtype, device, rg));
+      },
+      py::arg("s"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
+      py::arg("requires_grad") = false);
+}
+
+void bind_random(py::module_& m, TensorClass& cls) {
+  m.def("manual_seed", &rtx::manual_seed, py::arg("seed"));
+  m.def("initial_seed", &rtx::initial_seed);
+  m.def("get_rng_state", [] {
+    const GeneratorState s = rtx::get_rng_state();
+    return py::make_tuple(s.seed, s.offset);
+  });
+  m.def(
+      "set_rng_state",
+      [](const py::tuple& state) { rtx::set_rng_state({state[0].cast<uint64_t>(), state[1].cast<uint64_t>()}); },
+      py::arg("state"));
+  m.def(
+      "randint",
+      [](int64_t low, std::optional<int64_t> high, const py::object& size, std::optional<DType> dtype,
+         std::optional<Device> device, bool rg) {
+        TensorOptions o = options(dtype.value_or(kInt64), device, rg);
+        return high ? rtx::randint(low, *high, to_shape(size, "randint(): size"), o)
+                    : rtx::randint(0, low, to_shape(size, "randint(): size"), o);
+      },
+      py::arg("low"), py::arg("high"), py::arg("size"), py::kw_only(), py::arg("dtype") = py::none(),
+      py::arg("device") = py::none(), py::arg("requires_grad") = false);
+  m.def(
+      "randperm",
+      [](int64_t n, std::optional<DType> dtype, std::optional<Device> device, bool rg) {
+        return rtx::randperm(n, options(dtype.value_or(kInt64), device, rg));
+      },
+      py::arg("n"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
+      py::arg("requires_grad") = false);
+  cls.def("uniform_", [](Tensor& t, double a, double b) -> Tensor& { return rtx::uniform_(t, a, b); },
+          py::arg("from") = 0.0, py::arg("to") = 1.0);
+  cls.def("normal_", [](Tensor& t, double mean, double std) -> Tensor& { return rtx::normal_(t, mean, std); },
+          py::arg("mean") = 0.0, py::arg("std") = 1.0);
+  def_op(m, cls, "bernoulli", [](const Tensor& p, std::optional<double> prob) {
+    return prob ? rtx::bernoulli(p, *prob) : rtx::bernoulli(p);
+  }, py::arg("p") = py::none());
+  def_op(m, cls, "multinomial", &rtx::multinomial, py::arg("num_samples"), py::arg("replacement") = false);
+}
+
+void bind_pointwise(py::module_& m, TensorClass& cls) {
+#define RTX_UNARY(name, F, r, s, g)                                             \
+  def_op(m, cls, #name, [](const Tensor& x) { return rtx::name(x); });        \
+  def_op(m, cls, #name "_", [](Tensor& x) -> Tensor& { return rtx::name##_(x); });
+#define RTX_BINARY(name, F, r, s, ga, gb)                                                              \
+  def_op(m, cls, #name, [](const Tensor& a, const Tensor& b) { return rtx::name(a, b); }, py::arg("other")); \
+  def_op(m, cls, #name, [](const Tensor& a, const Scalar& b) { return rtx::name(a, b); }, py::arg("other")); \
+  m.def(#name, [](const Scalar& a, const Tensor& b) { return rtx::name(a, b); }, py::arg("input"), py::arg("other")); \
+  cls.def(#name "_", [](Tensor& a, const Tensor& b) -> Tensor& { return rtx::name##_(a, b); }, py::arg("other")); \
+  cls.def(#name "_", [](Tensor& a, const Scalar& b) -> Tensor& { return rtx::name##_(a, b); }, py::arg("other"));
+#define RTX_COMPARE(name, F)                                                                           \
+  def_op(m, cls, #name, [](const Tensor& a, const Tensor& b) { return rtx::name(a, b); }, py::arg("other")); \
+  def_op(m, cls, #name, [](const Tensor& a, const Scalar& b) { return rtx::name(a, b); }, py::arg("other"));
+#define RTX_LOGICAL(name, F) \
+  def_op(m, cls, #name, [](const Tensor& a, const Tensor& b) { return rtx::name(a, b); }, py::arg("other"));
+#define RTX_PREDICATE(name, F) def_op(m, cls, #name, [](const Tensor& x) { return rtx::name(x); });
+#include "rtx/pointwise.def"
+
+  // add/sub with alpha, PyTorch's aliases.
+  def_op(m, cls, "add", [](const Tensor& a, const Tensor& b, const Scalar& alpha) { return rtx::add(a, b, alpha); },
+         py::arg("other"), py::kw_only(), py::arg("alpha"));
+  cls.def("add_", [](Tensor& a, const Tensor& b, const Scalar& alpha) -> Tensor& { return rtx::add_(a, b, alpha); },
+          py::arg("other"), py::kw_only(), py::arg("alpha"));
+  def_op(m, cls, "sub", [](const Tensor& a, const Tensor& b, const Scalar& alpha) { return rtx::add(a, b, alpha.is_floating() ? Scalar(-alpha.to_double()) : Scalar(-alpha.to_int())); },
+         py::arg("other"), py::kw_only(), py::arg("alpha"));
+  def_op(m, cls, "gelu", [](const Tensor& x, const std::string& a) { return rtx::gelu(x, a); },
+         py::kw_only(), py::arg("approximate") = "none");
+  def_op(m, cls, "leaky_relu", &rtx::leaky_relu, py::arg("negative_slope") = 0.01);
+  def_op(m, cls, "elu", &rtx::elu, py::arg("alpha") = 1.0);
+  def_op(m, cls, "softplus", &rtx::softplus, py::arg("beta") = 1.0, py::arg("threshold") = 20.0);
+  const auto clamp = [](const Tensor& x, const py::object& min, const py::object& max) {
+    const bool tensors = py::isinstance<Tensor>(min) || py::isinstance<Tensor>(max);
+    if (tensors) {
+      const Tensor lo = min.is_none() ? Tensor() : min.cast<Tensor>();
+      const Tensor hi = max.is_none() ? Tensor() : max.cast<Tensor>();
+      return rtx::clamp(x, lo, hi);
+    }
+    return rtx::clamp(x, min.is_none() ? std::nullopt : std::optional<Scalar>(min.cast<Scalar>()),
+                      max.is_none() ? std::nullopt : std::optional<Scalar>(max.cast<Scalar>()));
+  };
+  def_op(m, cls, "clamp", clamp, py::arg("min") = py::none(), py::arg("max") = py::none());
+  def_op(m, cls, "clip", clamp, py::arg("min") = py::none(), py::arg("max") = py::none());
+  cls.def(
+      "clamp_",
+      [](Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) -> Tensor& { return rtx::clamp_(x, min, max); },
+      py::arg("min") = py::none(), py::arg("max") = py::none());
+  def_op(m, cls, "masked_fill", &rtx::masked_fill, py::arg("mask"), py::arg("value"));
+  cls.def("masked_fill_", [](Tensor& x, const Tensor& mask, const Scalar& v) -> Tensor& { return rtx::masked_fill_(x, mask, v); },
+          py::arg("mask"), py::arg("value"));
+  m.def("where", py::overload_cast<const Tensor&, const Tensor&, const Tensor&>(&rtx::where), py::arg("condition"),
+        py::arg("input"), py::arg("other"));
+  m.def("where", py::overload_cast<const Tensor&, const Tensor&, const Scalar&>(&rtx::where), py::arg("condition"),
+        py::arg("input"), py::arg("other"));
+  m.def("where", py::overload_cast<const Tensor&, const Scalar&, const Tensor&>(&rtx::where), py::arg("condition"),
+        py::arg("input"), py::arg("other"));
+  m.def("where", [](const Tensor& c, const Scalar& a, const Scalar& b) {
+    return rtx::where(c, rtx::scalar_tensor(a, TensorOptions(a.dtype(), c.device())), b);
+  }, py::arg("condition"), py::arg("input"), py::arg("other"));
+  cls.def("where", [](const Tensor& x, const Tensor& c, const Tensor& y) { return rtx::where(c, x, y); },
+          py::arg("condition"), py::arg("other"));
+  cls.def("where", [](const Tensor& x, const Tensor& c, const Scalar& y) { return rtx::where(c, x, y); },
+          py::arg("condition"), py::arg("other"));
+  def_op(m, cls, "lerp", &rtx::lerp, py::arg("end"), py::arg("weight"));
+  def_op(m, cls, "addcmul", &rtx::addcmul, py::arg("tensor1"), py::arg("tensor2"), py::kw_only(), py::arg("value") = 1);
+  def_op(m, cls, "addcdiv", &rtx::addcdiv, py::arg("tensor1"), py::arg("tensor2"), py::kw_only(), py::arg("value") = 1);
+  cls.def("addcmul_", [](Tensor& x, const Tensor& a, const Tensor& b, const Scalar& v) -> Tensor& { return rtx::addcmul_(x, a, b, v); },
+          py::arg("tensor1"), py::arg("tensor2"), py::kw_only(), py::arg("value") = 1);
+  cls.def("addcdiv_", [](Tensor& x, const Tensor& a, const Tensor& b, const Scalar& v) -> Tensor& { return rtx::addcdiv_(x, a, b, v); },
+          py::arg("tensor1"), py::arg("tensor2"), py::kw_only(), py::arg("value") = 1);
+  cls.def("lerp_", [](Tensor& x, const Tensor& e, const Scalar& w) -> Tensor& { return rtx::lerp_(x, e, w); },
+          py::arg("end"), py::arg("weight"));
+}
+
+void bind_reductions(py::module_& m, TensorClass& cls) {
+#define RTX_DIMS_REDUCTION(name)                                                                            \
+  def_op(m, cls, #name, [](const Tensor& x, const py::object& dim, bool keepdim, std::optional<DType> dtype) { \
+    return rtx::name(dtype ? x.to(*dtype) : x, dims_arg(dim), keepdim);                                      \
+  }, py::arg("dim") = py::none(), py::arg("keepdim") = false, py::kw_only(), py::arg("dtype") = py::none());
+  RTX_DIMS_REDUCTION(sum)
+  RTX_DIMS_REDUCTION(mean)
+  RTX_DIMS_REDUCTION(prod)
+#undef RTX_DIMS_REDUCTION
+#define RTX_DIMS_ONLY(name)                                                                     \
+  def_op(m, cls, #name, [](const Tensor& x, const py::object& dim, bool keepdim) {             \
+    return rtx::name(x, dims_arg(dim), keepdim);                                                 \
+  }, py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  RTX_DIMS_ONLY(amax)
+  RTX_DIMS_ONLY(amin)
+  RTX_DIMS_ONLY(any)
+  RTX_DIMS_ONLY(all)
+#undef RTX_DIMS_ONLY
+  // max/min: of everything, along a dim (values and indices), or elementwise against a tensor.
+  const auto extreme = [](bool is_max) {
+    return [is_max](const Tensor& x, const py::object& dim, bool keepdim) -> py::object {
+      if (dim.is_none()) return py::cast(is_max ? rtx::max(x) : rtx::min(x));
+      if (py::isinstance<Tensor>(dim)) {
+        const Tensor& other = dim.cast<const Tensor&>();
+        return py::cast(is_max ? rtx::maximum(x, other) : rtx::minimum(x, other));
+      }
+      const int64_t d = dim.cast<int64_t>();
+      return values_indices(is_max ? rtx::max(x, d, keepdim) : rtx::min(x, d, keepdim));
+    };
+  };
+  def_op(m, cls, "max", extreme(true), py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  def_op(m, cls, "min", extreme(false), py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  def_op(m, cls, "argmax", &rtx::argmax, py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  def_op(m, cls, "argmin", &rtx::argmin, py::arg("dim") = py::none(), py::arg("keepdim") = false);
+#define RTX_MOMENT(name)                                                                                        \
+  def_op(m, cls, #name, [](const Tensor& x, const py::object& dim, std::optional<bool> unbiased, bool keepdim, \
+                           std::optional<int64_t> correction) {                                                 \
+    return rtx::name(x, dims_arg(dim), correction_of(unbiased, correction), keepdim);                           \
+  }, py::arg("dim") = py::none(), py::arg("unbiased") = py::none(), py::arg("keepdim") = false, py::kw_only(),  \
+         py::arg("correction") = py::none());
+  RTX_MOMENT(var)
+  RTX_MOMENT(std)
+#undef RTX_MOMENT
+  def_op(m, cls, "norm", [](const Tensor& x, const py::object& p, const py::object& dim, bool keepdim) {
+    double order = 2.0;
+    if (py::isinstance<py::str>(p)) {
+      const std::string s = p.cast<std::string>();
+      if (s != "fro") throw py::value_error("norm(): p must be a number or 'fro', got '" + s + "'");
+    } else if (!p.is_none()) {
+      order = p.cast<double>();
+    }
+    return rtx::norm(x, order, dims_arg(dim), keepdim);
+  }, py::arg("p") = "fro", py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  def_op(m, cls, "logsumexp", [](const Tensor& x, const py::object& dim, bool keepdim) {
+    return rtx::logsumexp(x, to_shape(dim, "logsumexp(): dim"), keepdim);
+  }, py::arg("dim"), py::arg("keepdim") = false);
+  def_op(m, cls, "cumsum", [](const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+    return rtx::cumsum(dtype ? x.to(*dtype) : x, dim);
+  }, py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none());
+}
+
+void bind_linalg_nn(py::module_& m, TensorClass& cls) {
+  def_op(m, cls, "matmul", &rtx::matmul, py::arg("other"));
+  def_op(m, cls, "mm", &rtx::mm, py::arg("mat2"));
+  def_op(m, cls, "bmm", &rtx::bmm, py::arg("mat2"));
+  m.def("linear", [](const Tensor& x, const Tensor& w, const std::optional<Tensor>& b) {
+    return rtx::linear(x, w, b.value_or(Tensor()));
+  }, py::arg("input"), py::arg("weight"), py::arg("bias") = py::none());
+  m.def("conv2d", [](const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, const py::object& stride,
+                     const py::object& padding, const py::object& dilation, int64_t groups) {
+    return rtx::conv2d(x, w, b.value_or(Tensor()), pair_of(stride, "stride"), pair_of(padding, "padding"),
+                       pair_of(dilation, "dilation"), groups);
+  }, py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1, py::arg("padding") = 0,
+        py::arg("dilation") = 1, py::arg("groups") = 1);
+  m.def("max_pool2d", [](const Tensor& x, const py::object& k, const py::object& stride, const py::object& padding,
+                         const py::object& dilation, bool ceil_mode, bool return_indices) -> py::object {
+    const Shape ks = pair_of(k, "kernel_size");
+    const Shape st = stride.is_none() ? Shape{} : pair_of(stride, "stride");
+    if (return_indices)
+      return values_indices(rtx::max_pool2d_with_indices(x, ks, st, pair_of(padding, "padding"),
+                                                         pair_of(dilation, "dilation"), ceil_mode));
+    return py::cast(rtx::max_pool2d(x, ks, st, pair_of(padding, "padding"), pair_of(dilation, "dilation"), ceil_mode));
+  }, py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0,
+        py::arg("dilation") = 1, py::arg("ceil_mode") = false, py::arg("return_indices") = false);
+  m.def("avg_pool2d", [](const Tensor& x, const py::object& k, const py::object& stride, const py::object& padding,
+                         bool ceil_mode, bool count_include_pad) {
+    return rtx::avg_pool2d(x, pair_of(k, "kernel_size"), stride.is_none() ? Shape{} : pair_of(stride, "stride"),
+                           pair_of(padding, "padding"), ceil_mode, count_include_pad);
+  }, py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0,
+        py::arg("ceil_mode") = false, py::arg("count_include_pad") = true);
+  m.def("adaptive_avg_pool2d", [](const Tensor& x, const py::object& size) {
+    return rtx::adaptive_avg_pool2d(x, pair_of(size, "output_size"));
+  }, py::arg("input"), py::arg("output_size"));
+  def_op(m, cls, "softmax", [](const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+    return rtx::softmax(dtype ? x.to(*dtype) : x, dim);
+  }, py::arg("dim"), py::arg("dtype") = py::none());
+  def_op(m, cls, "log_softmax", [](const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+    return rtx::log_softmax(dtype ? x.to(*dtype) : x, dim);
+  }, py::arg("dim"), py::arg("dtype") = py::none());
+  m.def("layer_norm", [](const Tensor& x, const py::object& shape, const std::optional<Tensor>& w,
+                         const std::optional<Tensor>& b, double eps) {
+    return rtx::layer_norm(x, to_shape(shape, "normalized_shape"), w.value_or(Tensor()), b.value_or(Tensor()), eps);
+  }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
+        py::arg("eps") = 1e-5);
+  m.def("batch_norm", [](const Tensor& x, const std::optional<Tensor>& rm, const std::optional<Tensor>& rv,
+                         const std::optional<Tensor>& w, const std::optional<Tensor>& b, bool training, double momentum,
+                         double eps) {
+    return rtx::batch_norm(x, rm.value_or(Tensor()), rv.value_or(Tensor()), w.value_or(Tensor()), b.value_or(Tensor()),
+                           training, momentum, eps);
+  }, py::arg("input"), py::arg("running_mean"), py::arg("running_var"), py::arg("weight") = py::none(),
+        py::arg("bias") = py::none(), py::arg("training") = false, py::arg("momentum") = 0.1, py::arg("eps") = 1e-5);
+  m.def("embedding", [](const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
+    return rtx::embedding(weight, indices, padding_idx);
+  }, py::arg("input"), py::arg("weight"), py::arg("padding_idx") = py::none());
+  m.def("dropout", &rtx::dropout, py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true);
+  m.def("cross_entropy", [](const Tensor& x, const Tensor& t, const std::optional<Tensor>& w, int64_t ignore_index,
+                            const std::string& reduction, double label_smoothing) {
+    return rtx::cross_entropy(x, t, w.value_or(Tensor()), ignore_index, reduction_of(reduction), label_smoothing);
+  }, py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("ignore_index") = -100,
+        py::arg("reduction") = "mean", py::arg("label_smoothing") = 0.0);
+  m.def("nll_loss", [](const Tensor& x, const Tensor& t, const std::optional<Tensor>& w, int64_t ignore_index,
+                       const std::string& reduction) {
+    return rtx::nll_loss(x, t, w.value_or(Tensor()), ignore_index, reduction_of(reduction));
+  }, py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("ignore_index") = -100,
+        py::arg("reduction") = "mean");
+  m.def("mse_loss", [](const Tensor& x, const Tensor& t, const std::string& reduction) {
+    return rtx::mse_loss(x, t, reduction_of(reduction));
+  }, py::arg("input"), py::arg("target"), py::arg("reduction") = "mean");
+  m.def("binary_cross_entropy_with_logits", [](const Tensor& x, const Tensor& t, const std::optional<Tensor>& w,
+                                               const std::string& reduction, const std::optional<Tensor>& pos_weight) {
+    return rtx::binary_cross_entropy_with_logits(x, t, w.value_or(Tensor()), pos_weight.value_or(Tensor()),
+                                                 reduction_of(reduction));
+  }, py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("reduction") = "mean",
+        py::arg("pos_weight") = py::none());
+  m.def("one_hot", &rtx::one_hot, py::arg("input"), py::arg("num_classes") = -1);
+}
+
+void bind_join_index(py::module_& m, TensorClass& cls) {
+  m.def("cat", &rtx::cat, py::arg("tensors"), py::arg("dim") = 0);
+  m.def("concat", &rtx::cat, py::arg("tensors"), py::arg("dim") = 0);
+  m.def("stack", &rtx::stack, py::arg("tensors"), py::arg("dim") = 0);
+  def_op(m, cls, "split", [](const Tensor& x, const py::object& size, int64_t dim) {
+    if (PyLong_Check(size.ptr())) return rtx::split(x, size.cast<int64_t>(), dim);
+    return rtx::split(x, to_shape(size, "split_size_or_sections"), dim);
+  }, py::arg("split_size_or_sections"), py::arg("dim") = 0);
+  def_op(m, cls, "chunk", &rtx::chunk, py::arg("chunks"), py::arg("dim") = 0);
+  def_op(m, cls, "unbind", [](const Tensor& x, int64_t dim) {
+    TensorList parts;
+    const int64_t n = x.size(dim);
+    for (int64_t i = 0; i < n; ++i) parts.push_back(x.select(dim, i));
+    return parts;
+  }, py::arg("dim") = 0);
+  def_op(m, cls, "index_select", &rtx::index_select, py::arg("dim"), py::arg("index"));
+  def_op(m, cls, "gather", &rtx::gather, py::arg("dim"), py::arg("index"));
+  def_op(m, cls, "scatter", py::overload_cast<const Tensor&, int64_t, const Tensor&, const Tensor&>(&rtx::scatter),
+         py::arg("dim"), py::arg("index"), py::arg("src"));
+  def_op(m, cls, "scatter", py::overload_cast<const Tensor&, int64_t, const Tensor&, const Scalar&>(&rtx::scatter),
+         py::arg("dim"), py::arg("index"), py::arg("value"));
+  def_op(m, cls, "scatter_add", &rtx::scatter_add, py::arg("dim"), py::arg("index"), py::arg("src"));
+  def_op(m, cls, "index_add", &rtx::index_add, py::arg("dim"), py::arg("index"), py::arg("source"), py::kw_only(),
+         py::arg("alpha") = 1);
+  def_op(m, cls, "tril", &rtx::tril, py::arg("diagonal") = 0);
+  def_op(m, cls, "triu", &rtx::triu, py::arg("diagonal") = 0);
+  def_op(m, cls, "topk", [](const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
+    return values_indices(rtx::topk(x, k, dim, largest, sorted));
+  }, py::arg("k"), py::arg("dim") = -1, py::arg("largest") = true, py::arg("sorted") = true);
+  def_op(m, cls, "sort", [](const Tensor& x, int64_t dim, bool descending, bool) {
+    return values_indices(rtx::sort(x, dim, descending));
+  }, py::arg("dim") = -1, py::arg("descending") = false, py::kw_only(), py::arg("stable") = true);
+  def_op(m, cls, "argsort", [](const Tensor& x, int64_t dim, bool descending, bool) {
+    return rtx::argsort(x, dim, descending);
+  }, py::arg("dim") = -1, py::arg("descending") = false, py::kw_only(), py::arg("stable") = true);
+  m.def("broadcast_tensors", [](const py::args& tensors) {
+    TensorList list;
+    for (py::handle t : tensors) list.push_back(t.cast<Tensor>());
+    return rtx::broadcast_tensors(list);
+  });
+  m.def("broadcast_shapes", [](const py::args& shapes) {
+    Shape out;
+    for (py::handle s : shapes) out = rtx::broadcast_shapes(out, to_shape(s, "shape"));
+    return out;
+  });
+  m.def("result_type", py::overload_cast<const Tensor&, const Tensor&>(&rtx::result_type), py::arg("tensor1"),
+        py::arg("tensor2"));
+  m.def("result_type", py::overload_cast<const Tensor&, const Scalar&>(&rtx::result_type), py::arg("tensor1"),
+        py::arg("tensor2"));
+}
+
+}  // namespace
+
+void bind_ops(py::module_& m, TensorClass& cls) {
+  bind_creation(m);
+  bind_random(m, cls);
+  bind_pointwise(m, cls);
+  bind_reductions(m, cls);
+  bind_linalg_nn(m, cls);
+  bind_join_index(m, cls);
+  // View functions (the methods are in tensor.cpp).
+  m.def("reshape", [](const Tensor& t, const py::object& s) { return t.reshape(to_shape(s, "shape")); },
+        py::arg("input"), py::arg("shape"));
+  m.def("permute", [](const Tensor& t, const py::object& d) { return t.permute(to_shape(d, "dims")); },
+        py::arg("input"), py::arg("dims"));
+  m.def("transpose", &rtx::transpose, py::arg("input"), py::arg("dim0"), py::arg("dim1"));
+  m.def("squeeze", &rtx::squeeze, py::arg("input"), py::arg("dim") = py::none());
+  m.def("unsqueeze", &rtx::unsqueeze, py::arg("input"), py::arg("dim"));
+  m.def("flatten", &rtx::flatten, py::arg("input"), py::arg("start_dim") = 0, py::arg("end_dim") = -1);
+  m.def("narrow", &rtx::narrow, py::arg("input"), py::arg("dim"), py::arg("start"), py::arg("length"));
+  m.def("diagonal", &rtx::diagonal, py::arg("input"), py::arg("offset") = 0, py::arg("dim1") = 0, py::arg("dim2") = 1);
+  m.def("clone", &rtx::clone, py::arg("input"));
+  m.def("t", [](const Tensor& x) { return x.t(); }, py::arg("input"));
+}
+
+}  // namespace rtx::python

@@ -1,0 +1,31 @@
+"""Shared fixtures: the devices every device-parametrized test runs on (CUDA skips with the reason
+when no GPU is usable), and helpers comparing rustytorch tensors with numpy arrays."""
+import numpy as np
+import pytest
+
+import rustytorch as rt
+
+DEVICES = ["cpu", "cuda"]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    if request.param == "cuda" and not rt.cuda.is_available():
+        pytest.skip("CUDA is not available: " + rt._C._cuda.unavailable_reason())
+    return request.param
+
+
+def to_numpy(t):
+    """A float64 (or bool / int64) numpy copy of a tensor on any device."""
+    t = t.detach().cpu()
+    if t.is_floating_point():
+        t = t.to(rt.float64)
+    return t.numpy().copy()
+
+
+def assert_close(actual, expected, rtol=1e-6, atol=1e-7):
+    """actual (a tensor) against expected (numpy or a tensor), with shapes checked."""
+    a = to_numpy(actual)
+    e = to_numpy(expected) if isinstance(expected, rt.Tensor) else np.asarray(expected)
+    assert a.shape == e.shape, f"shape {a.shape} != {e.shape}"
+    np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
