@@ -122,6 +122,8 @@ def _advanced_index(view, advanced):
 
 
 def _getitem(self, index):
+    if type(index) is builtins.int:  # the common case, without the general machinery
+        return self.select(0, index)
     items = _expand_index(self, index)
     view, advanced = _basic_index(self, items)
     return _advanced_index(view, advanced) if advanced else view
