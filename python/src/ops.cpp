@@ -157,15 +157,16 @@ void bind_pointwise(py::module_& m, TensorClass& cls) {
 #define RTX_UNARY(name, F, r, s, g)                                             \
   def_op(m, cls, #name, [](const Tensor& x) { return rtx::name(x); });        \
   def_op(m, cls, #name "_", [](Tensor& x) -> Tensor& { return rtx::name##_(x); });
+  // Number overloads before Tensor ones (see tensor.cpp).
 #define RTX_BINARY(name, F, r, s, ga, gb)                                                              \
-  def_op(m, cls, #name, [](const Tensor& a, const Tensor& b) { return rtx::name(a, b); }, py::arg("other")); \
   def_op(m, cls, #name, [](const Tensor& a, const Scalar& b) { return rtx::name(a, b); }, py::arg("other")); \
-  m.def(#name, [](const Scalar& a, const Tensor& b) { return rtx::name(a, b); }, py::arg("input"), py::arg("other")); \
-  cls.def(#name "_", [](Tensor& a, const Tensor& b) -> Tensor& { return rtx::name##_(a, b); }, py::arg("other")); \
-  cls.def(#name "_", [](Tensor& a, const Scalar& b) -> Tensor& { return rtx::name##_(a, b); }, py::arg("other"));
-#define RTX_COMPARE(name, F)                                                                           \
   def_op(m, cls, #name, [](const Tensor& a, const Tensor& b) { return rtx::name(a, b); }, py::arg("other")); \
-  def_op(m, cls, #name, [](const Tensor& a, const Scalar& b) { return rtx::name(a, b); }, py::arg("other"));
+  m.def(#name, [](const Scalar& a, const Tensor& b) { return rtx::name(a, b); }, py::arg("input"), py::arg("other")); \
+  cls.def(#name "_", [](Tensor& a, const Scalar& b) -> Tensor& { return rtx::name##_(a, b); }, py::arg("other")); \
+  cls.def(#name "_", [](Tensor& a, const Tensor& b) -> Tensor& { return rtx::name##_(a, b); }, py::arg("other"));
+#define RTX_COMPARE(name, F)                                                                           \
+  def_op(m, cls, #name, [](const Tensor& a, const Scalar& b) { return rtx::name(a, b); }, py::arg("other")); \
+  def_op(m, cls, #name, [](const Tensor& a, const Tensor& b) { return rtx::name(a, b); }, py::arg("other"));
 #define RTX_LOGICAL(name, F) \
   def_op(m, cls, #name, [](const Tensor& a, const Tensor& b) { return rtx::name(a, b); }, py::arg("other"));
 #define RTX_PREDICATE(name, F) def_op(m, cls, #name, [](const Tensor& x) { return rtx::name(x); });
