@@ -68,6 +68,8 @@ Scalar one_value(const Tensor& t, const char* what) {
 void bind_tensor(py::module_& m, TensorClass& cls) {
   (void)m;
   cls.def(py::init<>())
+      // A new tensor sharing t's memory but not its history (what nn.Parameter(t) wraps).
+      .def(py::init([](const Tensor& t) { return t.detach(); }), py::arg("data"))
       // ---- metadata ----
       .def_property_readonly("shape", [](const Tensor& t) { return to_tuple(t.sizes()); })
       .def(

@@ -1,0 +1,145 @@
+"""nn: module registration, state_dict keys and round trips, train/eval, to(), layers against
+numpy references, init statistics, clip_grad_norm_ and attention."""
+import math
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+import rustytorch as rt
+from rustytorch import nn
+from rustytorch.nn import functional as F
+from conftest import assert_close, to_numpy
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.head(self.drop(F.relu(self.bn(self.conv(x)))))
+
+
+def test_registration_and_state_dict_keys():
+    net = Net()
+    keys = list(net.state_dict())
+    assert keys == ["conv.weight", "conv.bias", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var",
+                    "bn.num_batches_tracked", "head.1.weight", "head.1.bias"]
+    assert [n for n, _ in net.named_parameters()] == ["conv.weight", "conv.bias", "bn.weight", "bn.bias",
+                                                      "head.1.weight", "head.1.bias"]
+    assert sum(p.numel() for p in net.parameters()) == 4 * 9 + 4 + 4 + 4 + 64 * 3 + 3
+    assert len(list(net.children())) == 4 and len(list(net.modules())) == 7
+    assert "Linear(in_features=64, out_features=3, bias=True)" in repr(net)
+
+
+def test_state_dict_round_trip_and_strictness():
+    a, b = Net(), Net()
+    b.load_state_dict(a.state_dict())
+    for (ka, va), (kb, vb) in zip(a.state_dict().items(), b.state_dict().items()):
+        assert ka == kb and np.array_equal(to_numpy(va), to_numpy(vb))
+    state = a.state_dict()
+    state["extra"] = rt.zeros(1)
+    with pytest.raises(RuntimeError, match="unexpected"):
+        b.load_state_dict(state)
+    missing, unexpected = b.load_state_dict(state, strict=False)
+    assert missing == [] and unexpected == ["extra"]
+    bad = a.state_dict()
+    bad["conv.weight"] = rt.zeros(1)
+    with pytest.raises(RuntimeError, match="shape"):
+        b.load_state_dict(bad)
+
+
+def test_train_eval_batchnorm_and_dropout():
+    rt.manual_seed(0)
+    net = Net()
+    x = rt.randn(8, 1, 4, 4)
+    net.train()
+    net(x)
+    assert net.bn.num_batches_tracked.item() == 1
+    assert not np.allclose(to_numpy(net.bn.running_mean), 0)
+    net.eval()
+    assert not net.bn.training and not net.drop.training
+    np.testing.assert_array_equal(to_numpy(net(x)), to_numpy(net(x)))
+
+
+def test_module_to_dtype_and_zero_grad(device):
+    net = Net().to(device).double()
+    assert all(p.dtype == rt.float64 and p.device.type == device for p in net.parameters())
+    assert net.bn.num_batches_tracked.dtype == rt.int64
+    out = net(rt.randn(2, 1, 4, 4, dtype=rt.float64, device=device)).sum()
+    out.backward()
+    assert all(p.grad is not None for p in net.parameters())
+    net.zero_grad()
+    assert all(p.grad is None for p in net.parameters())
+
+
+def test_layers_against_numpy():
+    rt.manual_seed(1)
+    lin = nn.Linear(5, 3).double()
+    x = np.random.default_rng(0).standard_normal((4, 5))
+    w, b = to_numpy(lin.weight), to_numpy(lin.bias)
+    assert_close(lin(rt.tensor(x)), x @ w.T + b, rtol=1e-12)
+    bound = 1 / math.sqrt(5)
+    assert np.abs(w).max() <= bound and np.abs(b).max() <= bound
+    ln = nn.LayerNorm(5).double()
+    z = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+    assert_close(ln(rt.tensor(x)), z, rtol=1e-8, atol=1e-10)
+    emb = nn.Embedding(10, 3, padding_idx=0)
+    assert to_numpy(emb.weight)[0].tolist() == [0, 0, 0]
+    assert emb(rt.tensor([[1, 2], [0, 9]])).shape == (2, 2, 3)
+    assert_close(nn.ReLU()(rt.tensor(x)), np.maximum(x, 0))
+    assert_close(nn.Sigmoid()(rt.tensor(x)), 1 / (1 + np.exp(-x)), rtol=1e-12)
+    ce = nn.CrossEntropyLoss(label_smoothing=0.1)
+    logits, target = rt.tensor(x), rt.tensor([0, 4, 2, 1])
+    logp = x - np.log(np.exp(x).sum(1, keepdims=True))
+    expected = np.mean(-0.9 * logp[np.arange(4), [0, 4, 2, 1]] - 0.1 * logp.mean(1))
+    assert_close(ce(logits, target), expected, rtol=1e-10)
+    assert_close(nn.MSELoss()(logits, logits * 0), np.mean(x * x), rtol=1e-12)
+
+
+def test_containers():
+    seq = nn.Sequential(OrderedDict([("a", nn.Linear(2, 3)), ("act", nn.Tanh()), ("b", nn.Linear(3, 1))]))
+    assert list(seq.state_dict()) == ["a.weight", "a.bias", "b.weight", "b.bias"]
+    assert seq(rt.randn(4, 2)).shape == (4, 1) and len(seq) == 3 and isinstance(seq[1], nn.Tanh)
+    ml = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
+    assert len(list(ml.parameters())) == 6 and len(ml[1:]) == 2
+    md = nn.ModuleDict({"x": nn.Linear(1, 1)})
+    assert "x" in md and list(md.state_dict()) == ["x.weight", "x.bias"]
+
+
+def test_init_statistics():
+    rt.manual_seed(3)
+    w = rt.empty(512, 256)
+    nn.init.kaiming_normal_(w, nonlinearity="relu")
+    assert abs(to_numpy(w).std() - math.sqrt(2 / 256)) < 0.005
+    nn.init.xavier_uniform_(w)
+    bound = math.sqrt(6 / (512 + 256))
+    assert np.abs(to_numpy(w)).max() <= bound + 1e-7 and to_numpy(w).std() > bound / 2
+    nn.init.trunc_normal_(w, std=1.0, a=-1.0, b=1.0)
+    assert np.abs(to_numpy(w)).max() <= 1.0
+    nn.init.zeros_(w)
+    assert to_numpy(w).sum() == 0
+
+
+def test_clip_grad_norm():
+    p1, p2 = nn.Parameter(rt.zeros(3)), nn.Parameter(rt.zeros(4))
+    p1.grad, p2.grad = rt.full((3,), 3.0), rt.full((4,), 4.0)
+    total = nn.utils.clip_grad_norm_([p1, p2], 1.0)
+    assert total.item() == pytest.approx(math.sqrt(27 + 64), rel=1e-6)
+    norm = math.sqrt((to_numpy(p1.grad) ** 2).sum() + (to_numpy(p2.grad) ** 2).sum())
+    assert norm == pytest.approx(1.0, rel=1e-4)
+
+
+def test_scaled_dot_product_attention_causal():
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((2, 3, 5, 4)) for _ in range(3))
+    out = F.scaled_dot_product_attention(rt.tensor(q), rt.tensor(k), rt.tensor(v), is_causal=True)
+    scores = q @ k.transpose(0, 1, 3, 2) / 2.0
+    scores = np.where(np.tril(np.ones((5, 5), bool)), scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    assert_close(out, weights @ v, rtol=1e-10)
