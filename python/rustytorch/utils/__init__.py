@@ -1,7 +1,7 @@
-"""rustytorch.utils: gradient checkpointing and the location of the C++ package for CMake."""
+"""rustytorch.utils: data loading, gradient checkpointing and the location of the C++ package for CMake."""
 import os
 
-from . import checkpoint  # noqa: F401
+from . import checkpoint, data  # noqa: F401
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
