@@ -17,6 +17,7 @@ void bind_types(py::module_& m);
 void bind_tensor(py::module_& m, TensorClass& cls);
 void bind_ops(py::module_& m, TensorClass& cls);
 void bind_numpy(py::module_& m, TensorClass& cls);
+void bind_dlpack(py::module_& m, TensorClass& cls);
 void bind_autograd(py::module_& m, TensorClass& cls);
 void bind_cuda(py::module_& m);
 

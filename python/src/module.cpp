@@ -23,6 +23,7 @@ PYBIND11_MODULE(_C, m) {
   bind_tensor(m, cls);
   bind_ops(m, cls);
   bind_numpy(m, cls);
+  bind_dlpack(m, cls);
   bind_autograd(m, cls);
   bind_cuda(m);
   m.attr("__version__") = rtx::version();

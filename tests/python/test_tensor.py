@@ -119,3 +119,38 @@ def test_random_is_reproducible(device):
     assert sorted(p.tolist()) == list(range(10))
     r = rt.randint(3, 9, (50,), device=device)
     assert r.dtype == rt.int64 and 3 <= r.min().item() and r.max().item() < 9
+
+
+def test_dlpack_round_trips_with_numpy_share_memory():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = rt.from_dlpack(a)
+    assert t.shape == (3, 4) and t.dtype == rt.float32
+    t[0, 0] = 42.0
+    assert a[0, 0] == 42.0
+    strided = rt.tensor(np.arange(24.0)).reshape(4, 6)[:, ::2]
+    b = np.from_dlpack(strided)
+    np.testing.assert_array_equal(b, np.arange(24.0).reshape(4, 6)[:, ::2])
+    b[1, 1] = -5.0
+    assert strided[1, 1].item() == -5.0
+    assert strided.__dlpack_device__() == (1, 0)
+    for dtype in (rt.int64, rt.int32, rt.uint8, rt.int8, rt.bool, rt.float16, rt.float64):
+        x = rt.arange(6).to(dtype)
+        np.testing.assert_array_equal(np.from_dlpack(x), x.numpy())
+        assert rt.from_dlpack(np.from_dlpack(x)).dtype == dtype
+    capsule = rt.ones(3).__dlpack__()
+    assert rt.from_dlpack(capsule).tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(ValueError):
+        rt.from_dlpack(capsule)  # consumed already
+    with pytest.raises(ValueError, match="detach"):
+        rt.ones(2, requires_grad=True).__dlpack__()
+
+
+def test_dlpack_with_torch(device):
+    torch = pytest.importorskip("torch", reason="the PyTorch round trip runs where torch is installed")
+    x = rt.arange(10, device=device).float().reshape(2, 5)
+    tt = torch.from_dlpack(x)
+    assert tuple(tt.shape) == (2, 5) and tt.device.type == device
+    tt[0, 0] = 7.0
+    assert x[0, 0].item() == 7.0
+    back = rt.from_dlpack(torch.arange(6, device=tt.device, dtype=torch.bfloat16) * 2)
+    assert back.dtype == rt.bfloat16 and back.float().tolist() == [0, 2, 4, 6, 8, 10]
