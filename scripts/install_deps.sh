@@ -30,11 +30,11 @@ done
 
 # The Python test dependencies, into the python3 on PATH (the one the build binds to).
 python_deps() {
-  if python3 -c 'import numpy, pytest' 2>/dev/null; then
+  if python3 -c 'import numpy, pytest, safetensors' 2>/dev/null; then
     return 0
   fi
-  echo "install_deps: installing numpy and pytest with pip"
-  python3 -m pip install --quiet numpy pytest
+  echo "install_deps: installing numpy, pytest and safetensors with pip"
+  python3 -m pip install --quiet numpy pytest safetensors
 }
 
 missing=("${missing_required[@]}" "${missing_optional[@]}")

@@ -2,6 +2,7 @@
 // array alive), Tensor.numpy() exposes a CPU tensor's memory (the array keeps the tensor alive).
 #include <pybind11/numpy.h>
 
+#include <memory>
 #include <string>
 
 #include "bindings.h"
@@ -80,9 +81,46 @@ py::array to_numpy(const Tensor& t) {
   return py::array(dt, shape, strides, t.data_ptr(), owner);
 }
 
+// count elements of dtype at byte `offset` of any object exporting a writable contiguous buffer
+// (bytearray, mmap, ...), without a copy: the tensor keeps the export (and so the object) alive.
+Tensor from_buffer_object(const py::object& obj, DType dtype, int64_t count, int64_t offset) {
+  auto view = std::make_shared<Py_buffer>();
+  // Writable buffers only: a tensor over read-only memory (bytes, a read-only mapping) could not
+  // stop an in-place op from writing to it.
+  if (PyObject_GetBuffer(obj.ptr(), view.get(), PyBUF_WRITABLE) != 0) {
+    PyErr_Clear();
+    throw py::type_error("frombuffer: the " + type_name(obj) +
+                         " does not export a writable buffer; pass a bytearray or a copy-on-write mmap");
+  }
+  const auto release = [view](void*) {
+    if (!Py_IsInitialized()) return;
+    py::gil_scoped_acquire gil;
+    PyBuffer_Release(view.get());
+  };
+  const int64_t size = static_cast<int64_t>(view->len), item = static_cast<int64_t>(element_size(dtype));
+  if (offset < 0 || offset > size) {
+    release(nullptr);
+    throw py::value_error("frombuffer: offset " + std::to_string(offset) + " is outside the buffer of " +
+                          std::to_string(size) + " bytes");
+  }
+  if (count < 0) count = (size - offset) / item;
+  if (count * item > size - offset) {
+    release(nullptr);
+    throw py::value_error("frombuffer: " + std::to_string(count) + " elements of " + dtype_name(dtype) + " at offset " +
+                          std::to_string(offset) + " overrun the buffer of " + std::to_string(size) + " bytes");
+  }
+  return from_blob(static_cast<char*>(view->buf) + offset, {count}, {1}, dtype, Device(kCPU), release);
+}
+
 }  // namespace
 
 void bind_numpy(py::module_& m, TensorClass& cls) {
+  m.def("frombuffer", &from_buffer_object, py::arg("buffer"), py::kw_only(), py::arg("dtype"), py::arg("count") = -1,
+        py::arg("offset") = 0, "A 1-d tensor over an object's buffer (no copy).");
+  cls.def("_raw_bytes", [](const Tensor& t) {
+    const Tensor c = t.detach().cpu().contiguous();
+    return py::bytes(static_cast<const char*>(c.data_ptr()), c.nbytes());
+  }, "The tensor's elements as bytes, row-major, in the machine's byte order.");
   m.def("from_numpy", &from_numpy, py::arg("ndarray"),
         "A tensor sharing the array's memory (no copy); writes through either are seen by both.");
   cls.def("numpy", &to_numpy, "This CPU tensor's memory as a numpy array (no copy).");
