@@ -60,8 +60,8 @@ def _expand_index(self, index):
     if consumed > self.dim():
         raise builtins.IndexError(
             f"too many indices for tensor of dimension {self.dim()} ({consumed} given)")
-    if Ellipsis in [i for i in items if not isinstance(i, Tensor)]:
-        at = next(k for k, i in enumerate(items) if i is Ellipsis)
+    at = next((k for k, i in enumerate(items) if i is Ellipsis), None)
+    if at is not None:
         items[at:at + 1] = [builtins.slice(None)] * (self.dim() - consumed)
     return items
 
@@ -93,27 +93,28 @@ def _basic_index(self, items):
     return result, advanced
 
 
+def _flatten_advanced(view, advanced):
+    """For int64 index tensors at the given dims of view: view with those dims moved first (a
+    view), the same with them merged into one dim (a copy when the layout needs it), and the
+    merged-dim position of every element of the broadcast indices (negative indices wrap)."""
+    dims = [d for d, _ in advanced]
+    order = dims + [d for d in builtins.range(view.dim()) if d not in dims]
+    moved = view.permute(order) if order != list(builtins.range(view.dim())) else view
+    linear = None
+    for idx, size in zip(_C.broadcast_tensors(*[i for _, i in advanced]), moved.shape):
+        idx = _C.where(idx < 0, idx + size, idx)
+        linear = idx if linear is None else linear * size + idx
+    return moved, moved.flatten(0, len(dims) - 1), linear
+
+
 def _advanced_index(view, advanced):
     """numpy's advanced indexing of view by int64 tensors at the given dims: the index tensors
     broadcast together; their result dims replace the indexed dims where those are adjacent, and
     go first otherwise. Built from differentiable ops (a flat index_select)."""
     dims = [d for d, _ in advanced]
-    indices = _C.broadcast_tensors(*[i for _, i in advanced])
-    adjacent = dims == list(builtins.range(dims[0], dims[0] + len(dims)))
-    rest = [d for d in builtins.range(view.dim()) if d not in dims]
-    order = dims + rest
-    moved = view.permute(order) if order != list(builtins.range(view.dim())) else view
-    sizes = [view.size(d) for d in dims]
-    linear = None
-    for k, (idx, size) in enumerate(zip(indices, sizes)):
-        idx = _C.where(idx < 0, idx + size, idx)
-        linear = idx if linear is None else linear * size + idx
-    flat = moved.flatten(0, len(dims) - 1) if len(dims) > 1 else moved
-    picked = flat.index_select(0, linear.reshape(-1))
-    out = picked.unflatten(0, tuple(linear.shape)) if linear.dim() != 1 else picked
-    if linear.dim() == 0:
-        out = picked.squeeze(0)
-    if adjacent and dims[0] > 0:
+    _, flat, linear = _flatten_advanced(view, advanced)
+    out = flat.index_select(0, linear.reshape(-1)).reshape(*linear.shape, *flat.shape[1:])
+    if dims == list(builtins.range(dims[0], dims[0] + len(dims))) and dims[0] > 0:
         nidx = linear.dim()
         perm = list(builtins.range(nidx, nidx + dims[0])) + list(builtins.range(nidx)) + \
             list(builtins.range(nidx + dims[0], out.dim()))
@@ -137,26 +138,13 @@ def _setitem(self, index, value):
     if not advanced:
         view.copy_(value)
         return
-    # Advanced assignment: scatter the values into the flattened indexed dims.
-    dims = [d for d, _ in advanced]
-    if dims != list(builtins.range(dims[0], dims[0] + len(dims))) or dims[0] != 0:
-        order = dims + [d for d in builtins.range(view.dim()) if d not in dims]
-        view = view.permute(order)
-    indices = _C.broadcast_tensors(*[i for _, i in advanced])
-    sizes = [view.size(k) for k in builtins.range(len(dims))]
-    linear = None
-    for idx, size in zip(indices, sizes):
-        idx = _C.where(idx < 0, idx + size, idx)
-        linear = idx if linear is None else linear * size + idx
-    flat = view.flatten(0, len(dims) - 1) if len(dims) > 1 else view
-    target_shape = tuple(linear.shape) + tuple(flat.shape[1:])
-    source = value.expand(*target_shape).reshape(-1, *flat.shape[1:]) if flat.dim() > 1 \
-        else value.expand(*target_shape).reshape(-1)
-    index = linear.reshape(-1)
-    for _ in builtins.range(flat.dim() - 1):
-        index = index.unsqueeze(-1)
-    index = index.expand(*source.shape)
-    flat.copy_(flat.scatter(0, index, source.to(flat.dtype)))
+    # Advanced assignment: scatter the values into the merged indexed dims, then write the result
+    # back through the (always a view) moved layout.
+    moved, flat, linear = _flatten_advanced(view, advanced)
+    rest = tuple(flat.shape[1:])
+    source = value.expand(*linear.shape, *rest).reshape(-1, *rest)
+    index = linear.reshape(-1, *([1] * len(rest))).expand(*source.shape)
+    moved.copy_(flat.scatter(0, index, source.to(flat.dtype)).reshape(*moved.shape))
 
 
 # ---- other Python-level methods ---------------------------------------------------------------

@@ -51,7 +51,6 @@ struct DLManagedTensorVersioned {
   uint64_t flags;
   DLTensor dl_tensor;
 };
-constexpr uint64_t kDLPackFlagReadOnly = 1;
 constexpr const char* kLegacyName = "dltensor";
 constexpr const char* kVersionedName = "dltensor_versioned";
 
@@ -213,7 +212,6 @@ Tensor from_capsule(const py::capsule& capsule) {
       if (m->deleter != nullptr) m->deleter(m);
     });
     PyCapsule_SetName(capsule.ptr(), "used_dltensor_versioned");
-    (void)kDLPackFlagReadOnly;  // read-only exports are wrapped as they are; writing to them is the caller's choice
     return t;
   }
   if (PyCapsule_IsValid(capsule.ptr(), kLegacyName)) {

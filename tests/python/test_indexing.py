@@ -34,7 +34,8 @@ def test_tensor_indices(device):
 
 def test_setitem_matches_numpy(device):
     for index, value in [((0, 1), 7.0), ((slice(None), slice(None, None, 2)), -1.0), ((Ellipsis, 0), np.arange(4.0)),
-                         ((X > 50,), 0.0), ((slice(None), [0, 2]), 3.0), ((1, [0, 1], [2, 3]), np.array([[5.0], [6.0]]))]:
+                         ((X > 50,), 0.0), ((slice(None), [0, 2]), 3.0), ((1, [0, 1], [2, 3]), np.array([[5.0], [6.0]])),
+                         (([0, 1], slice(None), [1, 2]), 9.0), ((slice(None), X[0, :, 0, 0] > 30), -2.0)]:
         expected = X.copy()
         expected[index] = value
         t = rt.tensor(X, device=device)

@@ -47,8 +47,9 @@ def test_save_load_state_dict_and_copy_on_write(tmp_path):
     rt.save(model.state_dict(), path)
     other = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
     other.load_state_dict(rt.load(path))
-    for (k, a), (_, b) in zip(model.state_dict().items(), other.state_dict().items()):
-        np.testing.assert_array_equal(to_numpy(a), to_numpy(b)), k
+    for (ka, a), (kb, b) in zip(model.state_dict().items(), other.state_dict().items()):
+        assert ka == kb
+        np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
     loaded = rt.load(path)
     before = path.read_bytes()
     loaded["0.weight"].fill_(123.0)  # writes to the mapping stay in memory

@@ -4,6 +4,7 @@ and zero_grad() reach the whole tree."""
 from collections import OrderedDict
 
 from .. import _C
+from ..autograd import no_grad
 from .parameter import Parameter
 
 
@@ -142,7 +143,7 @@ class Module:
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
             raise RuntimeError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
-        with _C_no_grad():
+        with no_grad():
             for key, value in state_dict.items():
                 if key not in own:
                     continue
@@ -240,8 +241,3 @@ class Module:
             return f"{type(self).__name__}({extra})"
         head = f"{type(self).__name__}(" + (extra + "\n  " if extra else "\n  ")
         return head + "\n  ".join(lines) + "\n)"
-
-
-def _C_no_grad():
-    from ..autograd import no_grad
-    return no_grad()

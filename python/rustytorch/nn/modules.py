@@ -4,6 +4,7 @@ import math
 from collections import OrderedDict
 
 from .. import _C
+from ..autograd import no_grad
 from . import functional as F
 from . import init
 from .module import Module
@@ -143,7 +144,7 @@ class Embedding(Module):
         self.padding_idx = padding_idx
         self.weight = Parameter(_C.randn(num_embeddings, embedding_dim, device=device, dtype=dtype))
         if padding_idx is not None:
-            with _no_grad():
+            with no_grad():
                 self.weight[padding_idx] = 0.0
 
     def forward(self, indices):
@@ -151,11 +152,6 @@ class Embedding(Module):
 
     def extra_repr(self):
         return f"{self.num_embeddings}, {self.embedding_dim}"
-
-
-def _no_grad():
-    from ..autograd import no_grad
-    return no_grad()
 
 
 # ---- parameter-free layers ------------------------------------------------------------------------

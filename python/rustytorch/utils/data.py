@@ -101,9 +101,8 @@ class DataLoader:
             idx = order[start:start + self.batch_size]
             if len(idx) < self.batch_size and self.drop_last:
                 return
-            tensors = getattr(self.dataset, "tensors", None)
             if isinstance(self.dataset, TensorDataset) and self.collate_fn is default_collate:
                 index = _C.from_numpy(np.array(idx, dtype=np.int64))
-                yield tuple(t.index_select(0, index.to(t.device)) for t in tensors)
+                yield tuple(t.index_select(0, index.to(t.device)) for t in self.dataset.tensors)
             else:
                 yield self.collate_fn([self.dataset[int(i)] for i in idx])
