@@ -1,7 +1,8 @@
 // rtx's CUDA ops side by side with PyTorch's (libtorch) in one process on one GPU (their agreement is
 // checked by tests/torch/parity.cpp). Each workload is timed with CUDA events on the default stream,
-// interleaving the two libraries, median of many repetitions, on random inputs far larger than L2. Prints one row per workload: both times, the ratio
-// torch / rtx (above 1: rtx is faster) and rtx's throughput as a fraction of the physical floor
+// interleaving the two libraries, median of many repetitions, on random inputs far larger than L2.
+// Prints one row per workload: both times, the ratio torch / rtx (above 1: rtx is faster) and
+// rtx's throughput as a fraction of the physical floor
 // (HBM3e 4.8 TB/s for memory-bound work, the datasheet rate for matrix products).
 // Built and run by scripts/with_torch.sh bench/torch/compare.cpp [repetitions [name filter]].
 #include <ATen/Context.h>
