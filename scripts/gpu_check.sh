@@ -3,8 +3,11 @@
 # device-parametrized test runs on CUDA too), runs the CUDA tests under compute-sanitizer memcheck,
 # and checks every CUDA op against PyTorch (tests/torch/parity.cpp) when torch is installed.
 # Logs go to $OUT (or ./gpu-check-logs); a summary is printed last.
-#   RTX_GPU_STAGES="build test sanitize parity bench"   the stages to run (default: all but bench,
-#   the host time of a bare launch and the side-by-side timings of bench/torch/compare.cpp)
+# The Python package is built into the same tree (build/gpu/python) and its pytest suite runs as
+# part of ctest, with the torch DLPack round trips where torch is installed.
+#   RTX_GPU_STAGES="build test sanitize parity bench pip"   the stages to run (default: all but bench,
+#   the host time of a bare launch, the side-by-side timings of bench/torch/compare.cpp and the Python
+#   per-op overhead; and pip, which installs the package offline with pip into a scratch prefix)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 LOGS=${OUT:-gpu-check-logs}
@@ -30,7 +33,8 @@ stage() {
 
 build() {
   cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DRTX_BUILD_TESTS=ON -DRTX_BUILD_EXAMPLES=ON -DRTX_BUILD_BENCH=ON && cmake --build build/gpu --parallel "$JOBS" -- -k 0
+    -DRTX_BUILD_TESTS=ON -DRTX_BUILD_EXAMPLES=ON -DRTX_BUILD_BENCH=ON -DRTX_BUILD_PYTHON=ON \
+    -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" && cmake --build build/gpu --parallel "$JOBS" -- -k 0
 }
 sanitize() {
   # The out-of-memory test makes cudaMalloc fail on purpose, which memcheck would report.
@@ -38,20 +42,34 @@ sanitize() {
     --gtest_filter='*/cuda:CudaRuntime.*-CudaRuntime.OutOfMemoryNamesTheRequest' --gtest_brief=1
 }
 
+pip_install() {
+  # Offline, against the installed scikit-build-core and pybind11; the import runs outside the tree.
+  local prefix; prefix=$(mktemp -d)
+  CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=90" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
+    python3 -m pip install --no-build-isolation --no-deps --target "$prefix" . &&
+    (cd "$prefix" && PYTHONPATH="$prefix" python3 -c \
+      'import rustytorch as rt; print(rt.__version__, rt.cuda.is_available(), (rt.ones(3, device="cuda") * 2).sum().item())')
+}
+
 stage build build.log build || true
 [[ " ${SUMMARY[*]} " == *"FAIL  build"* ]] && STAGES=""  # nothing to test without a build
 stage test ctest.log ctest --test-dir build/gpu --output-on-failure -j "$JOBS" --timeout 300
 if python3 -c 'import torch' 2>/dev/null; then
   stage parity parity.log scripts/with_torch.sh tests/torch/parity.cpp
-  stage bench bench.log bash -c 'build/gpu/bench/rtx_launch_floor && scripts/with_torch.sh bench/torch/compare.cpp'
+  stage bench bench.log bash -c 'build/gpu/bench/rtx_launch_floor && scripts/with_torch.sh bench/torch/compare.cpp \
+    && PYTHONPATH=build/gpu/python python3 bench/python/overhead.py cuda \
+    && PYTHONPATH=build/gpu/python python3 bench/python/overhead.py cpu'
 fi
 stage sanitize sanitizer.log sanitize
+stage pip pip.log pip_install
 
 echo "==== gpu_check summary ===="
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
 for line in "${SUMMARY[@]}"; do echo "  $line"; done
 [[ -f "$LOGS/build.log" ]] && grep -E "error|FAILED" "$LOGS/build.log" | head -30
 [[ -f "$LOGS/ctest.log" ]] && grep -E "tests passed|tests failed" "$LOGS/ctest.log"
+[[ -f "$LOGS/ctest.log" ]] && grep -E "^=+ .*(passed|failed).* =+$" build/gpu/Testing/Temporary/LastTest.log | tail -1
+[[ -f "$LOGS/pip.log" ]] && tail -1 "$LOGS/pip.log"
 [[ -f "$LOGS/sanitizer.log" ]] && grep -E "ERROR SUMMARY|PASSED|FAILED" "$LOGS/sanitizer.log" | tail -3
 [[ -f "$LOGS/parity.log" ]] && tail -1 "$LOGS/parity.log"
 [[ -f "$LOGS/bench.log" ]] && cat "$LOGS/bench.log"

@@ -42,7 +42,7 @@ void bind_errors(py::module_& m) {
                       "An argument value that is not allowed.");
   g_oom = new_error(m, "OutOfMemoryError", py::make_tuple(base), "A device allocation that failed.");
   g_checkpoint = new_error(m, "CheckpointError", py::make_tuple(base), "A file that cannot be read or written.");
-  py::register_exception_translator([](std::exception_ptr p) {
+  py::register_local_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const rtx::ShapeError& e) {

@@ -1,4 +1,8 @@
 """Creation, dtype inference, metadata, conversions, numpy exchange and printing."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -143,6 +147,15 @@ def test_dlpack_round_trips_with_numpy_share_memory():
         rt.from_dlpack(capsule)  # consumed already
     with pytest.raises(ValueError, match="detach"):
         rt.ones(2, requires_grad=True).__dlpack__()
+
+
+@pytest.mark.parametrize("first, second", [("rustytorch", "torch"), ("torch", "rustytorch")])
+def test_imports_beside_torch_in_either_order(first, second):
+    pytest.importorskip("torch", reason="the shared-process check runs where torch is installed")
+    code = f"import {first}, {second}; import torch.nn.functional; print('ok')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
 def test_dlpack_with_torch(device):
