@@ -1,13 +1,14 @@
 # Third-party dependencies of the rtx library.
 #
 # Provides:
-#   OpenMP::OpenMP_CXX, fmt::fmt, spdlog::spdlog  (imported targets)
+#   OpenMP::OpenMP_CXX, fmt::fmt, spdlog::spdlog, ZLIB::ZLIB  (imported targets)
 #   rtx::blas  an interface target with the CBLAS include path and OpenBLAS
 include_guard(GLOBAL)
 
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(fmt CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
+find_package(ZLIB REQUIRED)  # gzip-compressed dataset files (IDX)
 
 # --- BLAS: OpenBLAS through pkg-config first, then FindBLAS. ---------------
 add_library(rtx_blas INTERFACE)

@@ -11,7 +11,7 @@ fi
 
 # Needed to configure, build and test.
 required=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev
-          libfmt-dev libspdlog-dev libopenblas-dev python3 pybind11-dev)
+          libfmt-dev libspdlog-dev libopenblas-dev zlib1g-dev python3 pybind11-dev)
 # Nice to have: the build works without them (hipcc: the AMD compile check of the CUDA sources).
 optional=(ccache python3-numpy hipcc)
 

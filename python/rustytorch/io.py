@@ -1,4 +1,5 @@
-"""rustytorch.io: tensors to and from safetensors files (8-byte little-endian header length, a JSON
+"""rustytorch.io: read_idx (IDX dataset files, plain or gzip, read by the library), and tensors to and
+from safetensors files (8-byte little-endian header length, a JSON
 header naming each tensor's dtype, shape and byte range, then the data).
 
 save_file writes atomically (a temporary file in the same directory, fsync, rename), so an
@@ -13,6 +14,7 @@ import struct
 import tempfile
 
 from . import _C
+from ._C import read_idx  # noqa: F401  (re-exported)
 
 _DTYPES = {
     "BOOL": _C.bool, "U8": _C.uint8, "I8": _C.int8, "I32": _C.int32, "I64": _C.int64, "F16": _C.float16,

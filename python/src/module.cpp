@@ -26,6 +26,9 @@ PYBIND11_MODULE(_C, m) {
   bind_dlpack(m, cls);
   bind_autograd(m, cls);
   bind_cuda(m);
+  bind_optim(m);
+  bind_text(m);
+  bind_data(m);
   m.attr("__version__") = rtx::version();
   m.def("built_with_cuda", &rtx::built_with_cuda);
   m.def("set_num_threads", &rtx::set_num_threads, py::arg("n"));

@@ -1,7 +1,6 @@
 """optim.Adam and optim.AdamW (decoupled weight decay), with optional AMSGrad, following PyTorch's
-update rule and state names (step, exp_avg, exp_avg_sq, max_exp_avg_sq)."""
-import math
-
+update rule and state names (step, exp_avg, exp_avg_sq, max_exp_avg_sq). The update is the C++
+rtx::optim::adam_update that the C++ Adam and AdamW run too."""
 from .. import _C
 from ..autograd import no_grad
 from .optimizer import Optimizer
@@ -22,35 +21,21 @@ class Adam(Optimizer):
     def step(self, closure=None):
         loss = closure() if closure is not None else None
         for g in self.param_groups:
-            beta1, beta2 = g["betas"]
             for p in g["params"]:
-                if p.grad is None:
+                grad = p.grad
+                if grad is None:
                     continue
-                grad = -p.grad if g["maximize"] else p.grad
                 state = self.state.setdefault(id(p), {})
-                if not state:
-                    state["step"] = 0
-                    state["exp_avg"] = _C.zeros_like(p)
-                    state["exp_avg_sq"] = _C.zeros_like(p)
-                    if g["amsgrad"]:
-                        state["max_exp_avg_sq"] = _C.zeros_like(p)
-                state["step"] += 1
-                if g["weight_decay"]:
-                    if self._decoupled:
-                        p.mul_(1 - g["lr"] * g["weight_decay"])
-                    else:
-                        grad = grad + p * g["weight_decay"]
-                m, v = state["exp_avg"], state["exp_avg_sq"]
-                m.lerp_(grad, 1 - beta1)
-                v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-                if g["amsgrad"]:
-                    state["max_exp_avg_sq"] = _C.maximum(state["max_exp_avg_sq"], v)
-                    v = state["max_exp_avg_sq"]
-                t = state["step"]
-                bias1 = 1 - beta1 ** t
-                bias2 = 1 - beta2 ** t
-                denom = (v.sqrt() / math.sqrt(bias2)).add_(g["eps"])
-                p.addcdiv_(m, denom, value=-g["lr"] / bias1)
+                step = state.get("step", 0) + 1
+                exp_avg, exp_avg_sq, max_exp_avg_sq = _C._adam_update(
+                    p, grad, state.get("exp_avg"), state.get("exp_avg_sq"), state.get("max_exp_avg_sq"), step,
+                    lr=g["lr"], betas=g["betas"], eps=g["eps"], weight_decay=g["weight_decay"],
+                    decoupled_weight_decay=self._decoupled, amsgrad=g["amsgrad"], maximize=g["maximize"])
+                state["step"] = step
+                state["exp_avg"] = exp_avg
+                state["exp_avg_sq"] = exp_avg_sq
+                if max_exp_avg_sq is not None:
+                    state["max_exp_avg_sq"] = max_exp_avg_sq
         return loss
 
 

@@ -1,5 +1,6 @@
 """optim.SGD: stochastic gradient descent with momentum, dampening, Nesterov and weight decay
-(PyTorch's update rule)."""
+(PyTorch's update rule, computed by the C++ rtx::optim::sgd_update that the C++ SGD runs too)."""
+from .. import _C
 from ..autograd import no_grad
 from .optimizer import Optimizer
 
@@ -19,19 +20,12 @@ class SGD(Optimizer):
         loss = closure() if closure is not None else None
         for g in self.param_groups:
             for p in g["params"]:
-                if p.grad is None:
+                grad = p.grad
+                if grad is None:
                     continue
-                d = -p.grad if g["maximize"] else p.grad
-                if g["weight_decay"]:
-                    d = d + p * g["weight_decay"]
-                if g["momentum"]:
-                    state = self.state.setdefault(id(p), {})
-                    buf = state.get("momentum_buffer")
-                    if buf is None:
-                        buf = d.clone()
-                    else:
-                        buf.mul_(g["momentum"]).add_(d * (1 - g["dampening"]))
-                    state["momentum_buffer"] = buf
-                    d = d + buf * g["momentum"] if g["nesterov"] else buf
-                p.sub_(d * g["lr"])
+                buf = _C._sgd_update(p, grad, self.state.get(id(p), {}).get("momentum_buffer"), lr=g["lr"],
+                                     momentum=g["momentum"], dampening=g["dampening"],
+                                     weight_decay=g["weight_decay"], nesterov=g["nesterov"], maximize=g["maximize"])
+                if buf is not None:
+                    self.state.setdefault(id(p), {})["momentum_buffer"] = buf
         return loss

@@ -1,0 +1,341 @@
+// Tests of rtx::optim: sgd_update and adam_update against hand-written float64 loops of PyTorch's rules
+// over several steps (momentum, dampening, Nesterov, weight decay, maximize, bias correction, AdamW's
+// decoupled decay, AMSGrad), the optimizer classes against the same loops, parameter groups and
+// learning rates, state_dict continuation bit for bit, and the errors for bad options and arguments.
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "test_utils.h"
+
+namespace rtx::testing {
+namespace {
+
+using optim::AdamOptions;
+using optim::SgdOptions;
+
+class OptimTest : public DeviceTest {};
+INSTANTIATE_DEVICE_TESTS(OptimTest);
+
+constexpr int64_t kSize = 7;
+constexpr int kSteps = 6;
+
+std::vector<double> initial_param() { return smooth(kSize, 11); }
+std::vector<double> grad_at(int step) { return smooth(kSize, 100 + static_cast<uint64_t>(step)); }
+
+// ---- float64 references (PyTorch's update rules, element by element) -------------------------------
+
+std::vector<double> ref_sgd(const SgdOptions& o, int steps) {
+  std::vector<double> p = initial_param(), buf;
+  for (int s = 0; s < steps; ++s) {
+    const std::vector<double> grad = grad_at(s);
+    const bool first = buf.empty();
+    if (first && o.momentum != 0) buf.assign(kSize, 0.0);
+    for (int64_t i = 0; i < kSize; ++i) {
+      double d = (o.maximize ? -grad[i] : grad[i]) + o.weight_decay * p[i];
+      if (o.momentum != 0) {
+        buf[i] = first ? d : o.momentum * buf[i] + (1 - o.dampening) * d;
+        d = o.nesterov ? d + o.momentum * buf[i] : buf[i];
+      }
+      p[i] -= o.lr * d;
+    }
+  }
+  return p;
+}
+
+std::vector<double> ref_adam(const AdamOptions& o, int steps) {
+  std::vector<double> p = initial_param(), m(kSize, 0.0), v(kSize, 0.0), vmax(kSize, 0.0);
+  const auto [b1, b2] = o.betas;
+  for (int t = 1; t <= steps; ++t) {
+    const std::vector<double> grad = grad_at(t - 1);
+    for (int64_t i = 0; i < kSize; ++i) {
+      double g = o.maximize ? -grad[i] : grad[i];
+      if (o.decoupled_weight_decay)
+        p[i] *= 1 - o.lr * o.weight_decay;
+      else
+        g += o.weight_decay * p[i];
+      m[i] = b1 * m[i] + (1 - b1) * g;
+      v[i] = b2 * v[i] + (1 - b2) * g * g;
+      vmax[i] = std::max(vmax[i], v[i]);
+      const double second = o.amsgrad ? vmax[i] : v[i];
+      const double denom = std::sqrt(second) / std::sqrt(1 - std::pow(b2, t)) + o.eps;
+      p[i] -= o.lr / (1 - std::pow(b1, t)) * m[i] / denom;
+    }
+  }
+  return p;
+}
+
+Tensor param_on(Device dev, DType dtype = kFloat64) { return make(initial_param(), {kSize}, dev, dtype).requires_grad_(); }
+Tensor grad_on(int step, Device dev, DType dtype = kFloat64) { return make(grad_at(step), {kSize}, dev, dtype); }
+
+std::vector<SgdOptions> sgd_cases() {
+  std::vector<SgdOptions> cases(6);
+  cases[0] = {0.1};
+  cases[1] = {0.1, 0.9};
+  cases[2] = {0.05, 0.8, 0.3, 0.01};
+  cases[3] = {0.1, 0.9, 0.0, 0.02, /*nesterov=*/true};
+  cases[4] = {0.1, 0.5, 0.0, 0.0, false, /*maximize=*/true};
+  cases[5] = {0.02, 0.0, 0.0, 0.1};
+  return cases;
+}
+
+std::vector<AdamOptions> adam_cases() {
+  std::vector<AdamOptions> cases(6);
+  cases[0] = {0.01};
+  cases[1] = {0.02, {0.8, 0.95}, 1e-6, 0.1};                      // L2 weight decay through the gradient
+  cases[2] = {0.02, {0.9, 0.99}, 1e-8, 0.1, /*decoupled=*/true};  // AdamW
+  cases[3] = {0.02, {0.9, 0.99}, 1e-8, 0.01, true, /*amsgrad=*/true};
+  cases[4] = {0.01, {0.9, 0.999}, 1e-8, 0.0, false, true, /*maximize=*/true};
+  cases[5] = {0.05, {0.5, 0.6}, 1e-3, 0.0, false, true};  // AMSGrad with fast decay: the max matters
+  return cases;
+}
+
+// ---- update functions ------------------------------------------------------------------------------
+
+TEST_P(OptimTest, SgdUpdateMatchesReference) {
+  for (const SgdOptions& o : sgd_cases()) {
+    Tensor p = param_on(dev()), buf;
+    for (int s = 0; s < kSteps; ++s) optim::sgd_update(p, grad_on(s, dev()), buf, o);
+    EXPECT_TRUE(all_close(p, make(ref_sgd(o, kSteps), {kSize}), 1e-12, 1e-14))
+        << "momentum " << o.momentum << " dampening " << o.dampening << " nesterov " << o.nesterov;
+    EXPECT_EQ(buf.defined(), o.momentum != 0);
+    EXPECT_TRUE(p.is_leaf() && p.requires_grad());
+  }
+}
+
+TEST_P(OptimTest, AdamUpdateMatchesReference) {
+  for (const AdamOptions& o : adam_cases()) {
+    Tensor p = param_on(dev()), m, v, vmax;
+    for (int t = 1; t <= kSteps; ++t) optim::adam_update(p, grad_on(t - 1, dev()), m, v, vmax, t, o);
+    EXPECT_TRUE(all_close(p, make(ref_adam(o, kSteps), {kSize}), 1e-11, 1e-14))
+        << "weight_decay " << o.weight_decay << " decoupled " << o.decoupled_weight_decay << " amsgrad " << o.amsgrad;
+    EXPECT_TRUE(m.defined() && v.defined());
+    EXPECT_EQ(vmax.defined(), o.amsgrad);
+  }
+}
+
+TEST_P(OptimTest, Float32UpdatesFollowTheFloat64Reference) {
+  Tensor p = param_on(dev(), kFloat32), buf;
+  const SgdOptions sgd{0.1, 0.9, 0.0, 0.01, true};
+  for (int s = 0; s < kSteps; ++s) optim::sgd_update(p, grad_on(s, dev(), kFloat32), buf, sgd);
+  EXPECT_EQ(p.dtype(), kFloat32);
+  EXPECT_TRUE(all_close(p, make(ref_sgd(sgd, kSteps), {kSize}), 1e-5, 1e-5));
+
+  Tensor q = param_on(dev(), kFloat32), m, v, vmax;
+  const AdamOptions adam = adam_cases()[3];
+  for (int t = 1; t <= kSteps; ++t) optim::adam_update(q, grad_on(t - 1, dev(), kFloat32), m, v, vmax, t, adam);
+  EXPECT_EQ(m.dtype(), kFloat32);
+  EXPECT_TRUE(all_close(q, make(ref_adam(adam, kSteps), {kSize}), 1e-5, 1e-5));
+}
+
+TEST(OptimUpdate, TheGradientIsNotModified) {
+  Tensor p = param_on(Device(kCPU)), buf, m, v, vmax;
+  const Tensor g = grad_on(0, Device(kCPU));
+  const Tensor before = g.clone();
+  optim::sgd_update(p, g, buf, {0.1, 0.9});  // the first buffer is a copy of the gradient, not the gradient
+  EXPECT_FALSE(buf.shares_storage(g));
+  optim::sgd_update(p, g, buf, {0.1, 0.9, 0.0, 0.1, false, true});
+  optim::adam_update(p, g, m, v, vmax, 1, {0.1, {0.9, 0.99}, 1e-8, 0.1, false, true, true});
+  EXPECT_TRUE(same_bytes(g, before));
+}
+
+TEST(OptimUpdate, BadArgumentsRaise) {
+  Tensor p = param_on(Device(kCPU)), buf, m, v, vmax;
+  Tensor wrong_shape = zeros({kSize + 1}, kFloat64);
+  EXPECT_TRUE(throws<ShapeError>([&] { optim::sgd_update(p, wrong_shape, buf, {}); }, "gradient shape [8]"));
+  EXPECT_TRUE(throws<DTypeError>([&] { optim::sgd_update(p, zeros({kSize}, kFloat32), buf, {}); },
+                                 "gradient dtype float32"));
+  EXPECT_TRUE(throws<ValueError>([&] { optim::adam_update(p, grad_on(0, Device(kCPU)), m, v, vmax, 0, {}); },
+                                 "at least 1, got 0"));
+  Tensor bad_state = zeros({3}, kFloat64);
+  EXPECT_TRUE(throws<ShapeError>([&] { optim::adam_update(p, grad_on(0, Device(kCPU)), bad_state, v, vmax, 1, {}); },
+                                 "exp_avg shape [3]"));
+}
+
+// ---- options ---------------------------------------------------------------------------------------
+
+TEST(OptimOptions, BadOptionsRaiseValueError) {
+  Tensor p = param_on(Device(kCPU)), buf, m, v, vmax;
+  const Tensor g = grad_on(0, Device(kCPU));
+  EXPECT_TRUE(throws<ValueError>([&] { optim::SGD({p}, SgdOptions{-0.1}); }, "lr=-0.1"));
+  EXPECT_TRUE(throws<ValueError>([&] { optim::SGD({p}, SgdOptions{0.1, -0.5}); }, "momentum=-0.5"));
+  EXPECT_TRUE(throws<ValueError>([&] { optim::SGD({p}, SgdOptions{0.1, 0.9, 0.1, 0.0, true}); }, "nesterov"));
+  EXPECT_TRUE(throws<ValueError>([&] { optim::SGD({p}, SgdOptions{0.1, 0.0, 0.0, 0.0, true}); }, "nesterov"));
+  EXPECT_TRUE(throws<ValueError>([&] { optim::SGD({p}, SgdOptions{0.1, 0.0, 0.0, -1.0}); }, "weight_decay=-1"));
+  EXPECT_TRUE(throws<ValueError>([&] { optim::sgd_update(p, g, buf, SgdOptions{0.1, 0.0, 2.0}); }, "dampening"));
+  EXPECT_TRUE(throws<ValueError>([&] { optim::Adam({p}, AdamOptions{0.1, {1.0, 0.999}}); }, "beta1"));
+  EXPECT_TRUE(throws<ValueError>([&] { optim::Adam({p}, AdamOptions{0.1, {0.9, -0.1}}); }, "beta2"));
+  EXPECT_TRUE(throws<ValueError>([&] { optim::AdamW({p}, AdamOptions{0.1, {0.9, 0.99}, -1e-8}); }, "eps"));
+  EXPECT_TRUE(throws<ValueError>([&] { optim::adam_update(p, g, m, v, vmax, 1, AdamOptions{std::nan("")}); },
+                                 "learning rate"));
+  optim::Adam adam({p});
+  EXPECT_TRUE(throws<ValueError>([&] { adam.set_lr(-1.0); }, "lr=-1"));
+  EXPECT_DOUBLE_EQ(adam.lr(), 1e-3);
+  EXPECT_TRUE(throws<IndexError>([&] { adam.set_lr(3, 0.1); }, "group 3"));
+}
+
+TEST(OptimOptions, AdamWDefaultsAndDecoupling) {
+  Tensor p = param_on(Device(kCPU));
+  optim::AdamW adamw({p});
+  EXPECT_DOUBLE_EQ(adamw.options().weight_decay, 1e-2);
+  EXPECT_TRUE(adamw.options().decoupled_weight_decay);
+  optim::AdamW given({p}, AdamOptions{0.02, {0.9, 0.99}, 1e-8, 0.1});
+  EXPECT_TRUE(given.options().decoupled_weight_decay);
+  EXPECT_FALSE(optim::Adam({p}).options().decoupled_weight_decay);
+}
+
+// ---- optimizer classes -----------------------------------------------------------------------------
+
+template <typename Opt, typename Options>
+Tensor run_optimizer(const Options& o, Device dev, int steps) {
+  Tensor p = param_on(dev);
+  Opt opt({p}, o);
+  for (int s = 0; s < steps; ++s) {
+    opt.zero_grad();
+    p.set_grad(grad_on(s, dev));
+    opt.step();
+  }
+  return p;
+}
+
+TEST_P(OptimTest, OptimizersMatchReference) {
+  for (const SgdOptions& o : sgd_cases())
+    EXPECT_TRUE(all_close(run_optimizer<optim::SGD>(o, dev(), kSteps), make(ref_sgd(o, kSteps), {kSize}), 1e-12, 1e-14));
+  for (const AdamOptions& o : adam_cases()) {
+    const Tensor expected = make(ref_adam(o, kSteps), {kSize});
+    if (o.decoupled_weight_decay)
+      EXPECT_TRUE(all_close(run_optimizer<optim::AdamW>(o, dev(), kSteps), expected, 1e-11, 1e-14));
+    else
+      EXPECT_TRUE(all_close(run_optimizer<optim::Adam>(o, dev(), kSteps), expected, 1e-11, 1e-14));
+  }
+}
+
+TEST(OptimClasses, StateUsesPyTorchNamesAndStepCounts) {
+  Tensor p = param_on(Device(kCPU));
+  optim::Adam adam({p}, AdamOptions{0.01, {0.9, 0.99}, 1e-8, 0.0, false, true});
+  for (int s = 0; s < 3; ++s) {
+    p.set_grad(grad_on(s, Device(kCPU)));
+    adam.step();
+  }
+  const optim::ParamState& st = adam.state(p);
+  EXPECT_EQ(st.step, 3);
+  EXPECT_EQ(st.tensors.size(), 3u);
+  EXPECT_TRUE(st.tensors.count("exp_avg") && st.tensors.count("exp_avg_sq") && st.tensors.count("max_exp_avg_sq"));
+  EXPECT_FALSE(st.tensors.at("exp_avg").requires_grad());
+
+  Tensor q = param_on(Device(kCPU));
+  optim::SGD sgd({q}, SgdOptions{0.1, 0.9});
+  q.set_grad(grad_on(0, Device(kCPU)));
+  sgd.step();
+  EXPECT_EQ(sgd.state(q).tensors.count("momentum_buffer"), 1u);
+  EXPECT_TRUE(throws<ValueError>([&] { sgd.state(p); }, "not a parameter of this optimizer"));
+}
+
+TEST(OptimClasses, ParamGroupsHaveTheirOwnOptions) {
+  Tensor a = ones({2}, kFloat64).requires_grad_(), b = ones({2}, kFloat64).requires_grad_();
+  Tensor c = ones({2}, kFloat64).requires_grad_();
+  optim::SGD opt({{{a}, SgdOptions{0.1}}, {{b}, SgdOptions{1.0}}});
+  opt.add_param_group({{c}, SgdOptions{0.5}});
+  ASSERT_EQ(opt.num_param_groups(), 3u);
+  for (Tensor* t : {&a, &b, &c}) t->set_grad(ones({2}, kFloat64));
+  opt.step();
+  EXPECT_EQ(values(a), (std::vector<double>{0.9, 0.9}));
+  EXPECT_EQ(values(b), (std::vector<double>{0.0, 0.0}));
+  EXPECT_EQ(values(c), (std::vector<double>{0.5, 0.5}));
+
+  opt.set_lr(2.0);
+  EXPECT_DOUBLE_EQ(opt.lr(0), 2.0);
+  EXPECT_DOUBLE_EQ(opt.lr(2), 2.0);
+  opt.set_lr(1, 0.25);
+  EXPECT_DOUBLE_EQ(opt.lr(1), 0.25);
+
+  // Parameters without a gradient are skipped; zero_grad leaves every gradient undefined.
+  opt.zero_grad();
+  EXPECT_FALSE(a.grad().defined() || b.grad().defined() || c.grad().defined());
+  b.set_grad(ones({2}, kFloat64));
+  opt.step();
+  EXPECT_EQ(values(a), (std::vector<double>{0.9, 0.9}));
+  EXPECT_EQ(values(b), (std::vector<double>{-0.25, -0.25}));
+
+  // An optimizer is usable through the common interface.
+  optim::Optimizer& any = opt;
+  any.set_lr(0, 0.125);
+  EXPECT_DOUBLE_EQ(any.lr(0), 0.125);
+}
+
+TEST(OptimClasses, BadParameterListsRaise) {
+  Tensor p = param_on(Device(kCPU));
+  EXPECT_TRUE(throws<ValueError>([&] { optim::SGD(TensorList{}); }, "[SGD] got an empty parameter list"));
+  EXPECT_TRUE(throws<ValueError>([&] { optim::Adam({p, p}); }, "appears more than once"));
+  EXPECT_TRUE(throws<ValueError>([&] { optim::SGD({zeros({2}, kFloat64)}); }, "must be a leaf that requires grad"));
+  EXPECT_TRUE(throws<DTypeError>([&] { optim::SGD({zeros({2}, kInt64)}); }, "dtype int64"));
+  optim::SGD opt({p});
+  EXPECT_TRUE(throws<ValueError>([&] { opt.add_param_group({{p}, SgdOptions{}}); }, "appears more than once"));
+}
+
+// ---- state dicts -----------------------------------------------------------------------------------
+
+// Steps 0..steps-1 of opt on p, from the given step on.
+template <typename Opt>
+void run_steps(Opt& opt, Tensor& p, Device dev, int from, int to) {
+  for (int s = from; s < to; ++s) {
+    opt.zero_grad();
+    p.set_grad(grad_on(s, dev));
+    opt.step();
+  }
+}
+
+template <typename Opt, typename Options>
+void expect_resume_is_bit_identical(const Options& o, Device dev) {
+  Tensor full = param_on(dev);
+  Opt uninterrupted({full}, o);
+  run_steps(uninterrupted, full, dev, 0, kSteps);
+
+  Tensor p = param_on(dev);
+  Opt first({p}, o);
+  run_steps(first, p, dev, 0, kSteps / 2);
+  const auto saved = first.state_dict();
+  run_steps(first, p, dev, kSteps / 2, kSteps);  // the saved copy does not follow later steps
+
+  Tensor resumed = param_on(dev);
+  Opt replay({resumed}, o);
+  run_steps(replay, resumed, dev, 0, kSteps / 2);
+  Opt second({resumed}, Options{});
+  second.load_state_dict(saved);
+  run_steps(second, resumed, dev, kSteps / 2, kSteps);
+  EXPECT_TRUE(same_bytes(resumed, full));
+  EXPECT_TRUE(same_bytes(p, full));
+  EXPECT_DOUBLE_EQ(second.lr(), o.lr);
+}
+
+TEST_P(OptimTest, StateDictContinuationIsBitIdentical) {
+  expect_resume_is_bit_identical<optim::SGD>(SgdOptions{0.1, 0.9, 0.0, 0.01, true}, dev());
+  expect_resume_is_bit_identical<optim::SGD>(SgdOptions{0.05, 0.8, 0.2}, dev());
+  expect_resume_is_bit_identical<optim::Adam>(adam_cases()[1], dev());
+  expect_resume_is_bit_identical<optim::AdamW>(adam_cases()[3], dev());
+}
+
+TEST(OptimStateDict, LoadStateDictChecksGroupsAndShapes) {
+  Tensor a = param_on(Device(kCPU)), b = param_on(Device(kCPU));
+  optim::Adam two({a, b});
+  a.set_grad(grad_on(0, Device(kCPU)));
+  b.set_grad(grad_on(1, Device(kCPU)));
+  two.step();
+  const auto saved = two.state_dict();
+  ASSERT_EQ(saved.param_groups.size(), 1u);
+  EXPECT_EQ(saved.param_groups[0].num_params, 2u);
+  ASSERT_EQ(saved.state.size(), 2u);
+  EXPECT_EQ(saved.state[1].step, 1);
+
+  Tensor c = param_on(Device(kCPU));
+  optim::Adam one({c});
+  EXPECT_TRUE(throws<ValueError>([&] { one.load_state_dict(saved); }, "sizes [2] but this optimizer's have [1]"));
+
+  Tensor d = zeros({3}, kFloat64).requires_grad_(), e = zeros({3}, kFloat64).requires_grad_();
+  optim::Adam other({d, e});
+  EXPECT_TRUE(throws<ShapeError>([&] { other.load_state_dict(saved); }, "has shape [7] but the parameter has shape [3]"));
+  EXPECT_EQ(other.state(d).step, 0);  // nothing loaded after the error
+}
+
+}  // namespace
+}  // namespace rtx::testing
