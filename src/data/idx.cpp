@@ -144,6 +144,7 @@ Tensor read_idx(const std::string& path) {
 
   Tensor out = empty(shape, TensorOptions(type.dtype));
   const auto n = static_cast<int64_t>(numel);
+  if (n == 0) return out;
   switch (magic[2]) {
     case 0x08:
     case 0x09: std::memcpy(out.data_ptr(), bytes.data(), bytes.size()); break;
