@@ -9,9 +9,11 @@ if [[ "${RTX_SKIP_DEPS:-0}" == "1" ]]; then
   exit 0
 fi
 
-# Needed to configure, build and test.
+# Needed to configure, build and test; the last two are the trainers' data (Fashion-MNIST and the
+# King James Bible).
 required=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev
-          libfmt-dev libspdlog-dev libopenblas-dev zlib1g-dev python3 pybind11-dev)
+          libfmt-dev libspdlog-dev libopenblas-dev zlib1g-dev python3 pybind11-dev
+          dataset-fashion-mnist bible-kjv)
 # Nice to have: the build works without them (hipcc: the AMD compile check of the CUDA sources).
 optional=(ccache python3-numpy hipcc)
 
@@ -28,13 +30,14 @@ for pkg in "${optional[@]}"; do
   is_installed "$pkg" || missing_optional+=("$pkg")
 done
 
-# The Python test dependencies, into the python3 on PATH (the one the build binds to).
+# The Python packages of the trainers and the tests, into the python3 on PATH (the one the build
+# binds to).
 python_deps() {
-  if python3 -c 'import numpy, pytest, safetensors' 2>/dev/null; then
+  if python3 -c 'import numpy, pytest, safetensors, tqdm, matplotlib' 2>/dev/null; then
     return 0
   fi
-  echo "install_deps: installing numpy, pytest and safetensors with pip"
-  python3 -m pip install --quiet numpy pytest safetensors
+  echo "install_deps: installing numpy, pytest, safetensors, tqdm and matplotlib with pip"
+  python3 -m pip install --quiet numpy pytest safetensors tqdm matplotlib
 }
 
 missing=("${missing_required[@]}" "${missing_optional[@]}")

@@ -2,7 +2,8 @@
 from safetensors files (8-byte little-endian header length, a JSON
 header naming each tensor's dtype, shape and byte range, then the data).
 
-save_file writes atomically (a temporary file in the same directory, fsync, rename), so an
+save_file writes atomically (write_atomically: a temporary file in the same directory, fsync,
+rename), so an
 interrupted save never damages an existing file. load_file memory-maps the file copy-on-write (no
 read of the data until it is touched) after checking every header entry: a truncated, corrupted or
 hostile file raises CheckpointError naming the file and the tensor, without crashing and without
@@ -48,14 +49,24 @@ def save_file(tensors, filename, metadata=None):
         offset += len(data)
     encoded = json.dumps(header, separators=(",", ":")).encode("utf-8")
     encoded += b" " * (-len(encoded) % 8)
+
+    def write(f):
+        f.write(struct.pack("<Q", len(encoded)))
+        f.write(encoded)
+        for blob in blobs:
+            f.write(blob)
+
+    write_atomically(filename, write)
+
+
+def write_atomically(filename, write):
+    """Calls write(binary file) on a temporary file beside filename, syncs it and renames it over
+    filename: readers see the old file or the whole new one, never a part."""
     directory = os.path.dirname(os.path.abspath(filename))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".safetensors", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(struct.pack("<Q", len(encoded)))
-            f.write(encoded)
-            for blob in blobs:
-                f.write(blob)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, filename)

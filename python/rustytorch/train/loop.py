@@ -1,0 +1,124 @@
+"""The training loop the trainers share: a step counter drives everything (the epoch, the position
+in the epoch's shuffled order, the learning rate), so a run restored from a checkpoint continues
+with exactly the batches, dropout masks and updates the uninterrupted run would have used.
+Ctrl-C finishes the current step, saves a checkpoint and exits."""
+import math
+import signal
+import time
+
+import numpy as np
+
+from .. import _C, no_grad
+from . import checkpoint
+from .progress import Progress
+
+
+def warmup_cosine(step, peak, warmup, total, floor=0.0):
+    """Learning rate at step: linear warm-up to peak over `warmup` steps, then cosine decay to
+    floor * peak at `total`."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def epoch_order(seed, epoch, n):
+    """The shuffled sample order of one epoch, a function of (seed, epoch) only."""
+    return np.random.default_rng([seed, epoch]).permutation(n)
+
+
+class Interrupt:
+    """SIGINT sets a flag that the loop checks between steps; a second Ctrl-C stops at once."""
+
+    def __init__(self):
+        self.requested = False
+
+    def __enter__(self):
+        self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self.previous)
+
+
+def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at):
+    """Trains model on task (vision.py, gpt.py) for total_steps optimizer steps at lr_at(step)."""
+    step, elapsed = 0, 0.0
+    if args.resume:
+        path = checkpoint.latest(args.out)
+        if path is None:
+            raise FileNotFoundError(f"--resume: no checkpoint in {args.out}")
+        progress = checkpoint.load(path, model, optimizer)
+        step, elapsed = progress["step"], progress["time"]
+        files.keep_until(step)
+        print(f"resumed from {path} at step {step}", flush=True)
+    bar = Progress(total_steps, initial=step, every=args.log_every)
+    order_epoch, order = None, None
+    window_time, window_samples, throughput = 0.0, 0, 0.0  # training steps only, not evaluation
+    rate = f"{task.unit}/s"
+    last_eval = None
+
+    def save():
+        return checkpoint.save(args.out, step, model, optimizer, {"step": step, "time": elapsed}, keep=args.keep)
+
+    with Interrupt() as interrupt:
+        while step < total_steps:
+            t0 = time.perf_counter()
+            epoch, index = divmod(step, steps_per_epoch)
+            if epoch != order_epoch:
+                order_epoch, order = epoch, epoch_order(args.seed, epoch, task.train_size)
+            batch = task.train_batch(order[index * args.batch_size:(index + 1) * args.batch_size])
+            lr = lr_at(step)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            model.train()
+            loss = task.loss(model, batch)
+            optimizer.zero_grad()
+            loss.backward()
+            task.before_step(model)
+            optimizer.step()
+            loss_value = loss.item()
+            step += 1
+            step_time = time.perf_counter() - t0
+            elapsed += step_time
+            window_time += step_time
+            window_samples += task.units_per_step
+            if step % args.log_every == 0 or step == total_steps:
+                throughput = window_samples / max(window_time, 1e-9)
+                window_time, window_samples = 0.0, 0
+                files.log(split="train", step=step, epoch=epoch, loss=loss_value, lr=lr,
+                          throughput=round(throughput, 1), unit=rate, time=round(elapsed, 3))
+            bar.update(step, loss=loss_value, lr=lr, **{rate: round(throughput)})
+            end_of_epoch = step % steps_per_epoch == 0
+            if (args.eval_every and step % args.eval_every == 0) or end_of_epoch or step == total_steps:
+                with no_grad():
+                    model.eval()
+                    last_eval = task.evaluate(model)
+                files.log(split="eval", step=step, epoch=epoch, **last_eval["metrics"])
+                bar.write(f"step {step}: " + " ".join(f"{k} {v:.4f}" for k, v in last_eval["metrics"].items()))
+                if "sample" in last_eval:
+                    bar.write(last_eval["sample"])
+                files.plot()
+            if (args.checkpoint_every and step % args.checkpoint_every == 0) or end_of_epoch or step == total_steps:
+                save()
+            if interrupt.requested:
+                path = save()
+                bar.close()
+                print(f"interrupted at step {step}: saved {path}; continue with --resume", flush=True)
+                raise SystemExit(130)
+    bar.close()
+    if last_eval is None:  # resumed from the final checkpoint
+        with no_grad():
+            model.eval()
+            last_eval = task.evaluate(model)
+    return last_eval
+
+
+def seed_everything(args):
+    _C.manual_seed(args.seed)
+    _C.use_deterministic_algorithms(bool(args.deterministic))
