@@ -5,9 +5,11 @@
 # Logs go to $OUT (or ./gpu-check-logs); a summary is printed last.
 # The Python package is built into the same tree (build/gpu/python) and its pytest suite runs as
 # part of ctest, with the torch DLPack round trips where torch is installed.
-#   RTX_GPU_STAGES="build test sanitize parity bench pip"   the stages to run (default: all but bench,
-#   the host time of a bare launch, the side-by-side timings of bench/torch/compare.cpp and the Python
-#   per-op overhead; and pip, which installs the package offline with pip into a scratch prefix)
+#   RTX_GPU_STAGES="build test sanitize parity bench pip train"   the stages to run (default: all but
+#   bench, the host time of a bare launch, the side-by-side timings of bench/torch/compare.cpp and the
+#   Python per-op overhead; pip, which installs the package offline with pip into a scratch prefix;
+#   and train, which runs the bundled trainers on the GPU and their training throughput beside
+#   PyTorch's, on the GPU and on two CPU cores)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 LOGS=${OUT:-gpu-check-logs}
@@ -51,6 +53,25 @@ pip_install() {
       'import rustytorch as rt; print(rt.__version__, rt.cuda.is_available(), (rt.ones(3, device="cuda") * 2).sum().item())')
 }
 
+train() {
+  # Checkpoints stay on the machine (GPT-2's are 1.5 GB); metrics, plots and logs go to $LOGS/runs.
+  local runs=/tmp/rtx-runs py=(env PYTHONPATH=build/gpu/python python3)
+  rm -rf "$runs" && mkdir -p "$LOGS/runs" &&
+  "${py[@]}" -m rustytorch.train cnn --out "$runs/cnn" &&
+  "${py[@]}" -m rustytorch.train mlp --out "$runs/mlp" &&
+  "${py[@]}" -m rustytorch.train gpt --preset gpt2 --batch-size 8 --max-steps 300 --eval-every 150 --out "$runs/gpt2" &&
+  "${py[@]}" bench/python/train_throughput.py gpt --preset gpt2 --batch 8 &&
+  "${py[@]}" bench/python/train_throughput.py mlp --batch 128 &&
+  "${py[@]}" bench/python/train_throughput.py cnn --batch 128 &&
+  OMP_NUM_THREADS=2 taskset -c 0,1 "${py[@]}" bench/python/train_throughput.py mlp --batch 128 --device cpu &&
+  OMP_NUM_THREADS=2 taskset -c 0,1 "${py[@]}" bench/python/train_throughput.py cnn --batch 128 --device cpu
+  local rc=$?
+  for run in "$runs"/*; do
+    mkdir -p "$LOGS/runs/${run##*/}" && cp "$run"/*.json* "$run"/*.png "$LOGS/runs/${run##*/}/" 2>/dev/null
+  done
+  return $rc
+}
+
 stage build build.log build || true
 [[ " ${SUMMARY[*]} " == *"FAIL  build"* ]] && STAGES=""  # nothing to test without a build
 stage test ctest.log ctest --test-dir build/gpu --output-on-failure -j "$JOBS" --timeout 300
@@ -62,6 +83,7 @@ if python3 -c 'import torch' 2>/dev/null; then
 fi
 stage sanitize sanitizer.log sanitize
 stage pip pip.log pip_install
+stage train train.log train
 
 echo "==== gpu_check summary ===="
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
@@ -73,4 +95,5 @@ for line in "${SUMMARY[@]}"; do echo "  $line"; done
 [[ -f "$LOGS/sanitizer.log" ]] && grep -E "ERROR SUMMARY|PASSED|FAILED" "$LOGS/sanitizer.log" | tail -3
 [[ -f "$LOGS/parity.log" ]] && tail -1 "$LOGS/parity.log"
 [[ -f "$LOGS/bench.log" ]] && cat "$LOGS/bench.log"
+[[ -f "$LOGS/train.log" ]] && grep -E "accuracy|validation loss|^best|^GPT|^(mlp|cnn|gpt) " "$LOGS/train.log"
 exit $FAILED

@@ -29,12 +29,14 @@ def load_split(data_dir, train):
     return ((images.float() / 255.0 - _MEAN) / _STD).unsqueeze(1), labels.long()
 
 
-def mlp():
+def mlp(nn=nn):
+    """The MLP, built from `nn` (rustytorch's, or torch.nn for a side-by-side benchmark)."""
     return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Dropout(0.2),
                          nn.Linear(512, 256), nn.ReLU(), nn.Dropout(0.2), nn.Linear(256, 10))
 
 
-def cnn():
+def cnn(nn=nn):
+    """The CNN, built from `nn` (rustytorch's, or torch.nn for a side-by-side benchmark)."""
     return nn.Sequential(
         nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),

@@ -1,7 +1,7 @@
-// GEMM for the CPU kernels: typed wrappers over OpenBLAS's row-major CBLAS, the test that lets a strided
-// matrix go to BLAS as it is (plain or transposed, with a leading dimension), packing into a contiguous
-// buffer (converting the element type) when it cannot, and the threading policy for many products:
-// OpenMP over products with single-threaded GEMMs, or one product at a time threaded by BLAS.
+// GEMM for the CPU kernels: typed wrappers over OpenBLAS's row-major CBLAS (single-threaded, split
+// across OpenMP threads here), the test that lets a strided matrix go to BLAS as it is (plain or
+// transposed, with a leading dimension), packing into a contiguous buffer (converting the element
+// type) when it cannot, and the threading policy for many products.
 #pragma once
 
 #include <cblas.h>
@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 
 #include "backend/cpu/parallel.h"
@@ -17,63 +16,20 @@
 
 namespace rtx::cpu {
 
-// A GEMM with at most this many multiply-adds runs single-threaded inside OpenBLAS anyway
-// (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD): many such products are best spread over threads.
+// A GEMM with at most this many multiply-adds runs on one thread (threads would cost more than they
+// save): many such products are best spread over threads, one product each.
 constexpr int64_t kSerialGemmWork = 65536 * 4;
 // Multiply-adds below which splitting a group of products across threads costs more than it saves.
 constexpr int64_t kGemmGrainWork = 65536;
 
-// While alive, OpenBLAS runs every call on the calling thread, so that OpenMP threads may each run
-// their own GEMMs (the two thread pools never nest). Scopes may overlap across threads: the first one
-// in saves OpenBLAS's thread count and the last one out restores it.
-class BlasSingleThreadScope {
- public:
-  BlasSingleThreadScope() {
-    std::lock_guard<std::mutex> lock(state().mutex);
-    if (state().depth++ == 0) {
-      state().saved_threads = openblas_get_num_threads();
-      openblas_set_num_threads(1);
-    }
-  }
-  ~BlasSingleThreadScope() {
-    std::lock_guard<std::mutex> lock(state().mutex);
-    if (--state().depth == 0) openblas_set_num_threads(state().saved_threads);
-  }
-  BlasSingleThreadScope(const BlasSingleThreadScope&) = delete;
-  BlasSingleThreadScope& operator=(const BlasSingleThreadScope&) = delete;
-
- private:
-  struct State {
-    std::mutex mutex;
-    int depth = 0;
-    int saved_threads = 1;
-  };
-  static State& state() {
-    static State s;
-    return s;
-  }
-};
-
 // How many of `count` independent items (each gemms_per_item GEMMs of gemm_work multiply-adds) one
-// thread takes at least. Items run concurrently, each GEMM single-threaded, when BLAS would not thread
-// such GEMMs anyway (grouped into about kGemmGrainWork per thread) or when there are enough items to
-// keep every thread busy; otherwise the grain is count: one after another, BLAS threading each GEMM.
+// thread takes at least: small products are grouped into about kGemmGrainWork per thread; large ones
+// run concurrently when there are enough to keep every thread busy, else one after another, each
+// GEMM split across the threads by gemm() itself.
 inline int64_t gemm_grain(int64_t count, int64_t gemm_work, int64_t gemms_per_item = 1) {
   if (gemm_work <= kSerialGemmWork)
     return std::max<int64_t>(1, kGemmGrainWork / std::max<int64_t>(1, gemm_work * gemms_per_item));
   return count >= omp_get_max_threads() ? 1 : count;
-}
-
-// Runs f(b, e) over ranges of [0, count) of at least grain items: in parallel with BLAS single-threaded,
-// or once over everything when count <= grain.
-template <typename F>
-void for_gemm_ranges(int64_t count, int64_t grain, const F& f) {
-  if (count <= grain) {
-    f(int64_t{0}, count);
-    return;
-  }
-  BlasSingleThreadScope single_threaded_blas;
-  parallel_for(count, grain, f);
 }
 
 // A [rows, cols] matrix view: element strides between rows (s0) and columns (s1).
@@ -108,18 +64,54 @@ void pack_matrix(const Src* src, const MatrixView& m, Dst* dst) {
   }
 }
 
-// c[m, n] = alpha * op(a)[m, k] @ op(b)[k, n] + beta * c (row-major; op transposes when asked).
-inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+// OpenBLAS runs single-threaded, always: the library's threads are OpenMP's, and a BLAS thread pool
+// spinning beside them (OpenBLAS's threads busy-wait between calls) would slow both down.
+inline void use_serial_blas() {
+  static const bool once = (openblas_set_num_threads(1), true);
+  (void)once;
+}
+
+inline void serial_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                        const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
-inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-                 const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+inline void serial_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                        int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+}
+
+// c[m, n] = alpha * op(a)[m, k] @ op(b)[k, n] + beta * c (row-major; op transposes when asked). Above
+// kSerialGemmWork multiply-adds (and outside another parallel region) the threads take blocks of 16
+// rows of c, or of 16 columns when c is wider than tall; each element's sum runs in the same order
+// whatever the split.
+template <typename T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc) {
+  use_serial_blas();
+  constexpr int64_t kBlock = 16;
+  const int64_t work = m * n * k;
+  if (work <= kSerialGemmWork) {
+    serial_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  const bool split_rows = m >= n;
+  const int64_t extent = split_rows ? m : n;
+  const int64_t blocks = (extent + kBlock - 1) / kBlock;
+  const int64_t block_work = std::max<int64_t>(1, work / blocks);
+  parallel_for(blocks, std::max<int64_t>(1, kSerialGemmWork / block_work), [&](int64_t b0, int64_t b1) {
+    const int64_t lo = b0 * kBlock, hi = std::min(extent, b1 * kBlock);
+    if (split_rows) {
+      const T* a_rows = ta ? a + lo : a + lo * lda;  // op(a) rows are a's columns when transposed
+      serial_gemm(ta, tb, hi - lo, n, k, alpha, a_rows, lda, b, ldb, beta, c + lo * ldc, ldc);
+    } else {
+      const T* b_cols = tb ? b + lo * ldb : b + lo;  // op(b) columns are b's rows when transposed
+      serial_gemm(ta, tb, m, hi - lo, k, alpha, a, lda, b_cols, ldb, beta, c + lo, ldc);
+    }
+  });
 }
 
 }  // namespace rtx::cpu

@@ -130,7 +130,7 @@ int64_t image_grain(const ConvGeometry& g) { return gemm_grain(g.n, g.gemm_work(
 // Runs body(image, scratch) for every image, one scratch buffer per thread.
 template <typename T, typename Body>
 void for_each_image(const ConvGeometry& g, const Body& body) {
-  for_gemm_ranges(g.n, image_grain(g), [&](int64_t b, int64_t e) {
+  parallel_for(g.n, image_grain(g), [&](int64_t b, int64_t e) {
     std::vector<T> scratch;
     for (int64_t i = b; i < e; ++i) body(i, scratch);
   });
@@ -202,7 +202,7 @@ void conv_backward_weight(T* grad_w, const T* grad_out, const T* x, const ConvGe
   }
   // Concurrent images: one partial sum per thread, added up in image order (deterministic).
   std::vector<std::pair<int64_t, std::vector<T>>> partials;
-  for_gemm_ranges(g.n, grain, [&](int64_t b, int64_t e) {
+  parallel_for(g.n, grain, [&](int64_t b, int64_t e) {
     std::vector<T> acc(static_cast<size_t>(size)), buf;
     weight_gradient_images(acc.data(), grad_out, x, g, b, e, T(0), buf);
 #pragma omp critical(rtx_conv_weight_partials)

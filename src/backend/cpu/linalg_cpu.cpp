@@ -131,7 +131,7 @@ void int_matmul(T* out, const T* a, const T* b, const Problem& p) {
 // Floating products, concurrently over batches or one after another (see gemm_grain).
 template <typename T, typename C>
 void float_matmul(T* out, const T* a, const T* b, const Problem& p) {
-  for_gemm_ranges(p.batches, gemm_grain(p.batches, p.m * p.n * p.k), [&](int64_t b0, int64_t b1) {
+  parallel_for(p.batches, gemm_grain(p.batches, p.m * p.n * p.k), [&](int64_t b0, int64_t b1) {
     Scratch<C> s;
     for (int64_t i = b0; i < b1; ++i)
       gemm_product<T, C>(out + i * p.m * p.n, a + p.a_offsets[i], b + p.b_offsets[i], p, s);

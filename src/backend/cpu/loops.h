@@ -1,8 +1,9 @@
 // The CPU pointwise launcher, shared by every unary, binary and ternary op (and casts):
 //   cpu::pointwise<out_t, in_t...>(out, functor, inputs...)
 // Inputs have out's shape (front-ends broadcast them with stride-0 views). When every operand is
-// contiguous the loop is a flat, vectorizable one; otherwise dims are collapsed and the innermost
-// dim runs with constant strides.
+// contiguous the loop is a flat, vectorizable one; so it is when some inputs are one value broadcast
+// everywhere (a scalar operand), which are read from a chunk-sized buffer of that value; otherwise
+// dims are collapsed and the innermost dim runs with constant strides.
 #pragma once
 
 #include <array>
@@ -58,10 +59,37 @@ void for_each_strided(const std::array<char*, N>& base, const Geometry<N>& g, in
 }
 
 namespace loops_detail {
+// The output is a fresh tensor or exactly one of the inputs (in-place ops; front-ends copy through a
+// temporary when operands overlap otherwise), so iterations never depend on each other: ivdep lets
+// the compiler vectorize without the runtime overlap check, which rejects the in-place case.
 template <typename Out, typename... In, typename F, size_t... I>
 void contiguous(Out* o, const std::tuple<const In*...>& in, int64_t b, int64_t e, const F& f, std::index_sequence<I...>) {
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC ivdep
+#endif
   for (int64_t i = b; i < e; ++i)
     o[i] = static_cast<Out>(f(static_cast<detail::opmath_t<In>>(std::get<I>(in)[i])...));
+}
+
+// contiguous() over [b, e) in chunks, the inputs marked uniform (one value everywhere) read from a
+// buffer repeating their value, so the inner loop stays a flat one over plain arrays.
+template <typename Out, typename... In, typename F, size_t... I>
+void contiguous_with_uniform(Out* o, const std::tuple<const In*...>& in, const std::array<bool, sizeof...(In)>& uniform,
+                             int64_t b, int64_t e, const F& f, std::index_sequence<I...> seq) {
+  constexpr int64_t kChunk = 256;
+  std::tuple<std::array<In, kChunk>...> repeated;
+  ((uniform[I] ? std::get<I>(repeated).fill(*std::get<I>(in)) : void()), ...);
+  for (int64_t c = b; c < e; c += kChunk) {
+    const std::tuple<const In*...> chunk{(uniform[I] ? std::get<I>(repeated).data() : std::get<I>(in) + c)...};
+    contiguous<Out, In...>(o + c, chunk, 0, std::min(kChunk, e - c), f, seq);
+  }
+}
+
+// Every element of t is the same one: all strides of dims longer than 1 are 0.
+inline bool is_uniform(const Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1 && t.stride(d) != 0) return false;
+  return true;
 }
 
 template <typename Out, typename... In, typename F, size_t N, size_t... I>
@@ -82,6 +110,16 @@ void pointwise(const Tensor& out, const F& f, const Ts&... ins) {
     const std::tuple<const In*...> in{static_cast<const In*>(ins.data_ptr())...};
     parallel_for(n, kGrainSize, [&](int64_t b, int64_t e) {
       loops_detail::contiguous<Out, In...>(o, in, b, e, f, std::index_sequence_for<In...>{});
+    });
+    return;
+  }
+  const std::array<bool, sizeof...(In)> uniform{loops_detail::is_uniform(ins)...};
+  const bool flat = out.is_contiguous() && ((ins.is_contiguous() || loops_detail::is_uniform(ins)) && ...);
+  if (flat) {
+    Out* o = static_cast<Out*>(out.data_ptr());
+    const std::tuple<const In*...> in{static_cast<const In*>(ins.data_ptr())...};
+    parallel_for(n, kGrainSize, [&](int64_t b, int64_t e) {
+      loops_detail::contiguous_with_uniform<Out, In...>(o, in, uniform, b, e, f, std::index_sequence_for<In...>{});
     });
     return;
   }
