@@ -49,12 +49,14 @@ class Interrupt:
 def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at):
     """Trains model on task (vision.py, gpt.py) for total_steps optimizer steps at lr_at(step)."""
     step, elapsed = 0, 0.0
+    window_losses = []  # the losses since the last metrics row, whose mean the row reports
     if args.resume:
         path = checkpoint.latest(args.out)
         if path is None:
             raise FileNotFoundError(f"--resume: no checkpoint in {args.out}")
         progress = checkpoint.load(path, model, optimizer)
         step, elapsed = progress["step"], progress["time"]
+        window_losses = progress["window_losses"]
         files.keep_until(step)
         print(f"resumed from {path} at step {step}", flush=True)
     bar = Progress(total_steps, initial=step, every=args.log_every)
@@ -64,7 +66,8 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
     last_eval = None
 
     def save():
-        return checkpoint.save(args.out, step, model, optimizer, {"step": step, "time": elapsed}, keep=args.keep)
+        progress = {"step": step, "time": elapsed, "window_losses": window_losses}
+        return checkpoint.save(args.out, step, model, optimizer, progress, keep=args.keep)
 
     with Interrupt() as interrupt:
         while step < total_steps:
@@ -88,11 +91,12 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
             elapsed += step_time
             window_time += step_time
             window_samples += task.units_per_step
+            window_losses.append(loss_value)
             if step % args.log_every == 0 or step == total_steps:
                 throughput = window_samples / max(window_time, 1e-9)
-                window_time, window_samples = 0.0, 0
-                files.log(split="train", step=step, epoch=epoch, loss=loss_value, lr=lr,
+                files.log(split="train", step=step, epoch=epoch, loss=sum(window_losses) / len(window_losses), lr=lr,
                           throughput=round(throughput, 1), unit=rate, time=round(elapsed, 3))
+                window_time, window_samples, window_losses = 0.0, 0, []
             bar.update(step, loss=loss_value, lr=lr, **{rate: round(throughput)})
             end_of_epoch = step % steps_per_epoch == 0
             if (args.eval_every and step % args.eval_every == 0) or end_of_epoch or step == total_steps:
