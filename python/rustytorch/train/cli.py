@@ -22,7 +22,7 @@ from .run_files import RunFiles
 DEFAULTS = {
     "mlp": dict(epochs=10, batch_size=128, lr=1e-3),
     "cnn": dict(epochs=3, batch_size=128, lr=1e-3),
-    "gpt": dict(epochs=1, batch_size=16, lr=1e-3),
+    "gpt": dict(epochs=2, batch_size=16, lr=1e-3),
 }
 COMMON = dict(max_steps=None, seed=0, deterministic=False, eval_every=0, log_every=100, checkpoint_every=500,
               keep=3, data_dir=vision.DATA_DIR)
@@ -36,7 +36,7 @@ def parser():
     common = argparse.ArgumentParser(add_help=False)
     g = common.add_argument_group("common options")
     g.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
-    g.add_argument("--epochs", type=int, help="passes over the training data (mlp 10, cnn 3, gpt 1)")
+    g.add_argument("--epochs", type=int, help="passes over the training data (mlp 10, cnn 3, gpt 2)")
     g.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (with --epochs: whichever first)")
     g.add_argument("--batch-size", type=int, help="samples per step (mlp/cnn 128, gpt 16)")
     g.add_argument("--lr", type=float, help="peak learning rate, reached after warm-up (1e-3)")
