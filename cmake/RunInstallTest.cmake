@@ -3,7 +3,10 @@
 # Installs the rtx build tree RTX_BINARY_DIR into a scratch prefix under
 # RTX_WORK_DIR, configures and builds the consumer project
 # RTX_CONSUMER_SOURCE_DIR against it with find_package(rtx CONFIG REQUIRED),
-# runs the consumer and checks its output.
+# runs the consumer and checks its output.  Optional: the program to run,
+# RTX_CONSUMER_PROGRAM (default rtx_consumer), its arguments RTX_CONSUMER_ARGS
+# and a regular expression its output must match, RTX_CONSUMER_EXPECT
+# (default "sum = 6").
 foreach(var IN ITEMS RTX_BINARY_DIR RTX_CONSUMER_SOURCE_DIR RTX_WORK_DIR RTX_GENERATOR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "RunInstallTest.cmake: ${var} is not set")
@@ -11,6 +14,12 @@ foreach(var IN ITEMS RTX_BINARY_DIR RTX_CONSUMER_SOURCE_DIR RTX_WORK_DIR RTX_GEN
 endforeach()
 if(NOT RTX_CONFIG)
   set(RTX_CONFIG Release)
+endif()
+if(NOT RTX_CONSUMER_PROGRAM)
+  set(RTX_CONSUMER_PROGRAM rtx_consumer)
+endif()
+if(NOT DEFINED RTX_CONSUMER_EXPECT)
+  set(RTX_CONSUMER_EXPECT "sum = 6")
 endif()
 
 set(prefix "${RTX_WORK_DIR}/prefix")
@@ -43,13 +52,13 @@ endif()
 run_step("configure consumer" "${CMAKE_COMMAND}" ${configure_args})
 run_step("build consumer" "${CMAKE_COMMAND}" --build "${build}" --config "${RTX_CONFIG}")
 
-find_program(consumer rtx_consumer PATHS "${build}" "${build}/${RTX_CONFIG}" NO_DEFAULT_PATH)
+find_program(consumer ${RTX_CONSUMER_PROGRAM} PATHS "${build}" "${build}/${RTX_CONFIG}" NO_DEFAULT_PATH)
 if(NOT consumer)
-  message(FATAL_ERROR "install test: consumer executable not found in ${build}")
+  message(FATAL_ERROR "install test: ${RTX_CONSUMER_PROGRAM} not found in ${build}")
 endif()
-run_step("run consumer" "${consumer}")
+run_step("run consumer" "${consumer}" ${RTX_CONSUMER_ARGS})
 message(STATUS "consumer output:\n${step_output}")
-if(NOT step_output MATCHES "sum = 6")
+if(NOT step_output MATCHES "${RTX_CONSUMER_EXPECT}")
   message(FATAL_ERROR "install test: unexpected consumer output:\n${step_output}")
 endif()
 message(STATUS "install test: passed")

@@ -1,0 +1,2 @@
+"""Helpers of bench/compare_torch.py: the timing harness (harness), the operator workloads (ops)
+and the training, decoding and allocator workloads (training)."""
