@@ -278,17 +278,17 @@ TrainingRun plan_training(const Options& o, int64_t train_size) {
 }
 
 // Trains model with Adam; returns the number of images it saw.
-int64_t train(rtx::nn::Module& model, const Split& data, const Options& o, const TrainingRun& run,
+int64_t train(rtx::nn::Module& model, const Split& data, const Options& o, const TrainingRun& plan,
               rtx::Device device) {
   rtx::optim::Adam optimizer(model.parameters(), {o.lr});
-  const Schedule schedule(o.lr, run.total_steps);
+  const Schedule schedule(o.lr, plan.total_steps);
   const int64_t train_size = data.images.size(0);
   std::vector<int64_t> order;
-  int64_t images_seen = 0, window_images = 0;
-  auto window_start = Clock::now();
+  int64_t images_seen = 0, images_since_log = 0;
+  auto log_start = Clock::now();
   model.train();
-  for (int64_t step = 0; step < run.total_steps; ++step) {
-    const int64_t epoch = step / run.steps_per_epoch, position = step % run.steps_per_epoch;
+  for (int64_t step = 0; step < plan.total_steps; ++step) {
+    const int64_t epoch = step / plan.steps_per_epoch, position = step % plan.steps_per_epoch;
     if (position == 0) order = epoch_order(o.seed, epoch, train_size);
     const rtx::Tensor index = batch_indices(order, position * o.batch_size, o.batch_size, device);
     const double lr = schedule.lr_at(step);
@@ -298,17 +298,17 @@ int64_t train(rtx::nn::Module& model, const Split& data, const Options& o, const
     optimizer.zero_grad();
     loss.backward();
     optimizer.step();
-    window_images += index.numel();
+    images_since_log += index.numel();
     images_seen += index.numel();
-    if ((step + 1) % kLogEvery == 0 || step + 1 == run.total_steps) {
+    if ((step + 1) % kLogEvery == 0 || step + 1 == plan.total_steps) {
       const double loss_value = loss.item<double>();  // waits for the device, so the timing below is right
       std::printf("step %5lld/%lld  epoch %lld  loss %.4f  lr %.2e  %.0f images/s\n",
-                  static_cast<long long>(step + 1), static_cast<long long>(run.total_steps),
+                  static_cast<long long>(step + 1), static_cast<long long>(plan.total_steps),
                   static_cast<long long>(epoch + 1), loss_value, lr,
-                  static_cast<double>(window_images) / seconds_since(window_start));
+                  static_cast<double>(images_since_log) / seconds_since(log_start));
       std::fflush(stdout);
-      window_images = 0;
-      window_start = Clock::now();
+      images_since_log = 0;
+      log_start = Clock::now();
     }
   }
   return images_seen;
@@ -378,15 +378,15 @@ int run(const Options& o) {
 
   const ModulePtr model = o.model == "cnn" ? make_cnn() : make_mlp();
   model->to(device);
-  const TrainingRun run = plan_training(o, train_data.images.size(0));
+  const TrainingRun plan = plan_training(o, train_data.images.size(0));
   std::printf("training the %s (%lld parameters) on %s: %lld steps (%lld per epoch), batch size %lld, lr %.2e, seed %llu\n",
               o.model.c_str(), static_cast<long long>(model->num_parameters()), device.str().c_str(),
-              static_cast<long long>(run.total_steps), static_cast<long long>(run.steps_per_epoch),
+              static_cast<long long>(plan.total_steps), static_cast<long long>(plan.steps_per_epoch),
               static_cast<long long>(o.batch_size), o.lr, static_cast<unsigned long long>(o.seed));
   std::fflush(stdout);
 
   const auto start = Clock::now();
-  const int64_t images_seen = train(*model, train_data, o, run, device);
+  const int64_t images_seen = train(*model, train_data, o, plan, device);
   const double train_seconds = seconds_since(start);
   std::printf("trained in %.1f s (%.0f images/s)\n", train_seconds, static_cast<double>(images_seen) / train_seconds);
 

@@ -496,7 +496,7 @@ Tensor sample_next_token(Gpt& model, const Tensor& ids) {
 // The prompt and kSampleTokens sampled tokens, as text. The generator is reseeded for the sample and
 // restored afterwards, so sampling changes nothing about the training run.
 std::string generate(Gpt& model, const rtx::text::BpeTokenizer& tokenizer, uint64_t seed, rtx::Device device) {
-  std::vector<int32_t> prompt = tokenizer.encode(kPrompt);
+  const std::vector<int32_t> prompt = tokenizer.encode(kPrompt);
   Tensor ids = rtx::tensor(std::vector<int64_t>(prompt.begin(), prompt.end()), rtx::TensorOptions(device)).view({1, -1});
   const rtx::GeneratorState saved = rtx::get_rng_state();
   rtx::manual_seed(seed);
@@ -561,18 +561,17 @@ void print_evaluation(Gpt& model, const rtx::text::BpeTokenizer& tokenizer, cons
   std::fflush(stdout);
 }
 
-void train(Gpt& model, const rtx::text::BpeTokenizer& tokenizer, const Corpus& corpus, const Options& o,
-           rtx::Device device) {
-  const int64_t windows = count_windows(corpus, o);
+void train(Gpt& model, const rtx::text::BpeTokenizer& tokenizer, const Corpus& corpus, int64_t windows,
+           const Options& o, rtx::Device device) {
   const int64_t steps_per_epoch = windows / o.batch_size;
   const rtx::TensorList parameters = model.parameters();
   rtx::optim::AdamW optimizer = make_optimizer(model, o.lr);
   const Schedule schedule(o.lr, o.max_steps);
   std::vector<int64_t> order;
-  int64_t tokens_seen = 0, window_tokens = 0;
+  int64_t tokens_seen = 0, tokens_since_log = 0;
   double eval_seconds = 0.0;
   const auto start = Clock::now();
-  auto window_start = start;
+  auto log_start = start;
   model.train();
   for (int64_t step = 0; step < o.max_steps; ++step) {
     const int64_t position = step % steps_per_epoch;
@@ -586,22 +585,22 @@ void train(Gpt& model, const rtx::text::BpeTokenizer& tokenizer, const Corpus& c
     loss.backward();
     clip_grad_norm(parameters, kMaxGradNorm);
     optimizer.step();
-    window_tokens += o.batch_size * o.context;
+    tokens_since_log += o.batch_size * o.context;
     tokens_seen += o.batch_size * o.context;
     if ((step + 1) % kLogEvery == 0 || step + 1 == o.max_steps) {
       const double loss_value = loss.item<double>();  // waits for the device, so the timing below is right
       std::printf("step %5lld/%lld  loss %.4f  lr %.2e  %.0f tokens/s\n", static_cast<long long>(step + 1),
                   static_cast<long long>(o.max_steps), loss_value, lr,
-                  static_cast<double>(window_tokens) / seconds_since(window_start));
+                  static_cast<double>(tokens_since_log) / seconds_since(log_start));
       std::fflush(stdout);
-      window_tokens = 0;
-      window_start = Clock::now();
+      tokens_since_log = 0;
+      log_start = Clock::now();
     }
     if ((step + 1) % o.eval_every == 0 || step + 1 == o.max_steps) {
       const auto eval_start = Clock::now();
       print_evaluation(model, tokenizer, corpus, o, step + 1, device);
       eval_seconds += seconds_since(eval_start);
-      window_start = Clock::now();  // the throughput counts training only
+      log_start = Clock::now();  // the throughput counts training only
     }
   }
   const double train_seconds = seconds_since(start) - eval_seconds;
@@ -610,7 +609,7 @@ void train(Gpt& model, const rtx::text::BpeTokenizer& tokenizer, const Corpus& c
               eval_seconds);
 }
 
-int run(const Options& o) {
+void run(const Options& o) {
   const rtx::Device device = resolve_device(o.device);
   rtx::manual_seed(o.seed);
 
@@ -623,6 +622,7 @@ int run(const Options& o) {
   const Corpus corpus = tokenize(tokenizer, text);
   std::printf("encoded the text in %.1f s: %zu training and %zu validation tokens\n", seconds_since(clock),
               corpus.train.size(), corpus.val.size());
+  const int64_t windows = count_windows(corpus, o);
 
   Gpt model({tokenizer.vocab_size(), o.context, o.layers, o.heads, o.embd});
   model.to(device);
@@ -633,8 +633,7 @@ int run(const Options& o) {
               device.str().c_str(), static_cast<long long>(o.max_steps), static_cast<long long>(o.batch_size), o.lr,
               static_cast<unsigned long long>(o.seed));
   std::fflush(stdout);
-  train(model, tokenizer, corpus, o, device);
-  return 0;
+  train(model, tokenizer, corpus, windows, o, device);
 }
 
 }  // namespace
@@ -646,7 +645,8 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    return run(options);
+    run(options);
+    return 0;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s: %s\nrun %s --help for the options\n", kProgram, e.what(), kProgram);
   } catch (const std::exception& e) {
