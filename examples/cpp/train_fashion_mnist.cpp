@@ -11,6 +11,8 @@
 // missing data, a failing op).
 #include <rtx/rtx.h>
 
+#include "example_cli.h"
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -27,6 +29,11 @@
 #include <vector>
 
 namespace {
+
+using example_cli::parse_integer;
+using example_cli::parse_positive_number;
+using example_cli::resolve_device;
+using example_cli::UsageError;
 
 constexpr const char* kProgram = "train_fashion_mnist";
 constexpr const char* kDefaultDataDir = "/usr/share/datasets/fashion-mnist";
@@ -57,11 +64,6 @@ constexpr const char* kUsage =
 
 // ---- command line -------------------------------------------------------------------------------
 
-// A command line that cannot be run: reported with a pointer to --help.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 struct Options {
   std::string model = "cnn";
   std::string device;   // empty: cuda when available, else cpu
@@ -75,34 +77,6 @@ struct Options {
   double target_accuracy = 0.0;
   bool help = false;
 };
-
-int64_t parse_integer(const std::string& flag, const std::string& text, int64_t min) {
-  size_t used = 0;
-  int64_t value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || value < min) {
-    throw UsageError(flag + " expects an integer of at least " + std::to_string(min) + ", got '" + text + "'");
-  }
-  return value;
-}
-
-double parse_positive_number(const std::string& flag, const std::string& text) {
-  size_t used = 0;
-  double value = 0.0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || !std::isfinite(value) || value <= 0.0) {
-    throw UsageError(flag + " expects a positive number, got '" + text + "'");
-  }
-  return value;
-}
 
 Options parse_options(int argc, char** argv) {
   Options o;
@@ -142,18 +116,6 @@ Options parse_options(int argc, char** argv) {
   }
   if (o.epochs == 0) o.epochs = o.model == "cnn" ? 2 : 3;
   return o;
-}
-
-// The device --device names (cuda when available if unset); UsageError when CUDA is asked for but absent.
-rtx::Device resolve_device(const std::string& name) {
-  if (name.empty()) return rtx::cuda::is_available() ? rtx::Device(rtx::kCUDA) : rtx::Device(rtx::kCPU);
-  if (name == "cpu") return rtx::Device(rtx::kCPU);
-  if (name != "cuda") throw UsageError("--device expects cpu or cuda, got '" + name + "'");
-  if (!rtx::cuda::is_available()) {
-    throw UsageError("--device cuda: CUDA is not available (" + rtx::cuda::unavailable_reason() +
-                     "); train with --device cpu");
-  }
-  return rtx::Device(rtx::kCUDA);
 }
 
 // ---- data -----------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@
 // chapters. Exit status: 0 on success, 2 on an error (a bad option, a missing text, a failing op).
 #include <rtx/rtx.h>
 
+#include "example_cli.h"
+
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -34,6 +36,11 @@
 #include <vector>
 
 namespace {
+
+using example_cli::parse_integer;
+using example_cli::parse_positive_number;
+using example_cli::resolve_device;
+using example_cli::UsageError;
 
 using rtx::Tensor;
 
@@ -72,11 +79,6 @@ constexpr const char* kUsage =
 
 // ---- command line -------------------------------------------------------------------------------
 
-// A command line that cannot be run: reported with a pointer to --help.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 struct Options {
   std::string device;  // empty: cuda when available, else cpu
   int64_t layers = 4;
@@ -92,34 +94,6 @@ struct Options {
   std::string text_file;  // empty: the King James Bible
   bool help = false;
 };
-
-int64_t parse_integer(const std::string& flag, const std::string& text, int64_t min) {
-  size_t used = 0;
-  int64_t value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || value < min) {
-    throw UsageError(flag + " expects an integer of at least " + std::to_string(min) + ", got '" + text + "'");
-  }
-  return value;
-}
-
-double parse_positive_number(const std::string& flag, const std::string& text) {
-  size_t used = 0;
-  double value = 0.0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || !std::isfinite(value) || value <= 0.0) {
-    throw UsageError(flag + " expects a positive number, got '" + text + "'");
-  }
-  return value;
-}
 
 void check_model_shape(const Options& o) {
   if (o.embd % o.heads != 0) {
@@ -168,18 +142,6 @@ Options parse_options(int argc, char** argv) {
   }
   check_model_shape(o);
   return o;
-}
-
-// The device --device names (cuda when available if unset); UsageError when CUDA is asked for but absent.
-rtx::Device resolve_device(const std::string& name) {
-  if (name.empty()) return rtx::cuda::is_available() ? rtx::Device(rtx::kCUDA) : rtx::Device(rtx::kCPU);
-  if (name == "cpu") return rtx::Device(rtx::kCPU);
-  if (name != "cuda") throw UsageError("--device expects cpu or cuda, got '" + name + "'");
-  if (!rtx::cuda::is_available()) {
-    throw UsageError("--device cuda: CUDA is not available (" + rtx::cuda::unavailable_reason() +
-                     "); train with --device cpu");
-  }
-  return rtx::Device(rtx::kCUDA);
 }
 
 // ---- text ---------------------------------------------------------------------------------------------

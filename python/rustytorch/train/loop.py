@@ -65,6 +65,11 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
     rate = f"{task.unit}/s"
     last_eval = None
 
+    def evaluate():
+        with no_grad():
+            model.eval()
+            return task.evaluate(model)
+
     def save():
         progress = {"step": step, "time": elapsed, "window_losses": window_losses}
         return checkpoint.save(args.out, step, model, optimizer, progress, keep=args.keep)
@@ -100,9 +105,7 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
             bar.update(step, loss=loss_value, lr=lr, **{rate: round(throughput)})
             end_of_epoch = step % steps_per_epoch == 0
             if (args.eval_every and step % args.eval_every == 0) or end_of_epoch or step == total_steps:
-                with no_grad():
-                    model.eval()
-                    last_eval = task.evaluate(model)
+                last_eval = evaluate()
                 files.log(split="eval", step=step, epoch=epoch, **last_eval["metrics"])
                 bar.write(f"step {step}: " + " ".join(f"{k} {v:.4f}" for k, v in last_eval["metrics"].items()))
                 if "sample" in last_eval:
@@ -116,11 +119,7 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
                 print(f"interrupted at step {step}: saved {path}; continue with --resume", flush=True)
                 raise SystemExit(130)
     bar.close()
-    if last_eval is None:  # resumed from the final checkpoint
-        with no_grad():
-            model.eval()
-            last_eval = task.evaluate(model)
-    return last_eval
+    return last_eval if last_eval is not None else evaluate()  # None: resumed from the final checkpoint
 
 
 def seed_everything(args):
