@@ -121,6 +121,22 @@ struct GeluTanh {
     return T(0.5) * x * (T(1) + std::tanh(inner));
   }
 };
+// g * d gelu(x) / dx, exact: Phi(x) + x phi(x).
+struct GeluBackward {
+  template <typename T> RTX_INLINE T operator()(T g, T x) const {
+    const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    const T pdf = T(0.39894228040143267794) * std::exp(T(-0.5) * x * x);
+    return g * (cdf + x * pdf);
+  }
+};
+// g * d gelu(x) / dx for the tanh approximation.
+struct GeluTanhBackward {
+  template <typename T> RTX_INLINE T operator()(T g, T x) const {
+    const T k = T(0.79788456080286535588);
+    const T t = std::tanh(k * (x + T(0.044715) * x * x * x));
+    return g * (T(0.5) * (T(1) + t) + T(0.5) * k * x * (T(1) - t * t) * (T(1) + T(3 * 0.044715) * x * x));
+  }
+};
 struct LeakyRelu {
   double slope;
   template <typename T> RTX_INLINE T operator()(T x) const { return x > T(0) ? x : x * static_cast<T>(slope); }

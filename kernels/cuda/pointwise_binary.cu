@@ -28,6 +28,12 @@ namespace {
 void lerp_cuda(const Tensor& out, const Tensor& a, const Tensor& b, double w) {
   RTX_DISPATCH_FLOATS(out.dtype(), "lerp", [&] { pointwise<scalar_t, scalar_t, scalar_t>(out, fn::Lerp{w}, a, b); });
 }
+void gelu_backward_cuda(const Tensor& out, const Tensor& g, const Tensor& x, double approx) {
+  RTX_DISPATCH_FLOATS(out.dtype(), "gelu_backward", [&] {
+    if (approx != 0.0) pointwise<scalar_t, scalar_t, scalar_t>(out, fn::GeluTanhBackward{}, g, x);
+    else pointwise<scalar_t, scalar_t, scalar_t>(out, fn::GeluBackward{}, g, x);
+  });
+}
 void where_cuda(const Tensor& out, const Tensor& c, const Tensor& a, const Tensor& b, double) {
   RTX_DISPATCH_ALL(out.dtype(), "where", [&] { pointwise<scalar_t, bool, scalar_t, scalar_t>(out, fn::Where{}, c, a, b); });
 }
@@ -49,6 +55,7 @@ void register_pointwise_binary_kernels() {
 #define RTX_LOGICAL(name, F) name##_kernel.set(kCUDA, name##_cuda);
 #include "rtx/pointwise.def"
   lerp_kernel.set(kCUDA, lerp_cuda);
+  gelu_backward_kernel.set(kCUDA, gelu_backward_cuda);
   where_kernel.set(kCUDA, where_cuda);
   addcmul_kernel.set(kCUDA, addcmul_cuda);
   addcdiv_kernel.set(kCUDA, addcdiv_cuda);

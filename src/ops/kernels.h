@@ -35,6 +35,7 @@ RTX_DECLARE_KERNEL(elu_kernel, UnaryParamFn);         // p0: alpha
 RTX_DECLARE_KERNEL(softplus_kernel, UnaryParamFn);    // p0: beta, p1: threshold
 RTX_DECLARE_KERNEL(clamp_kernel, UnaryParamFn);       // p0: min, p1: max (NaN: none)
 RTX_DECLARE_KERNEL(lerp_kernel, BinaryParamFn);       // p: weight
+RTX_DECLARE_KERNEL(gelu_backward_kernel, BinaryParamFn);  // out = g * gelu'(x) from (g, x); p as gelu's p0
 RTX_DECLARE_KERNEL(where_kernel, TernaryFn);          // a: bool condition
 RTX_DECLARE_KERNEL(addcmul_kernel, TernaryFn);        // p: value
 RTX_DECLARE_KERNEL(addcdiv_kernel, TernaryFn);        // p: value

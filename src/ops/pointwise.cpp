@@ -7,6 +7,7 @@
 #include "autograd/function.h"
 #include "ops/internal.h"
 #include "ops/kernels.h"
+#include "ops/nn_internal.h"
 
 namespace rtx {
 
@@ -23,6 +24,7 @@ RTX_DEFINE_KERNEL(elu_kernel, UnaryParamFn);
 RTX_DEFINE_KERNEL(softplus_kernel, UnaryParamFn);
 RTX_DEFINE_KERNEL(clamp_kernel, UnaryParamFn);
 RTX_DEFINE_KERNEL(lerp_kernel, BinaryParamFn);
+RTX_DEFINE_KERNEL(gelu_backward_kernel, BinaryParamFn);
 RTX_DEFINE_KERNEL(where_kernel, TernaryFn);
 RTX_DEFINE_KERNEL(addcmul_kernel, TernaryFn);
 RTX_DEFINE_KERNEL(addcdiv_kernel, TernaryFn);
@@ -270,6 +272,14 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   const bool tanh_approx = approximate == "tanh";
   return unary_param("gelu", kernels::gelu_kernel, x, tanh_approx ? 1.0 : 0.0, 0.0,
                      compute_dtype("gelu", x.dtype(), Rule::FLOAT), [tanh_approx](const Tensor& g, const Tensor& x, const Tensor&) {
+                       // One fused pass, unless the gradient is itself recorded (create_graph).
+                       if (!detail::needs_differentiable_backward({g, x})) {
+                         Broadcast bc = broadcast_pair("gelu_backward", g, x, x.dtype());
+                         Tensor grad = detail::make_tensor(bc.shape, x.dtype(), x.device());
+                         if (grad.numel() > 0)
+                           kernels::gelu_backward_kernel.get(x.device())(grad, bc.a, bc.b, tanh_approx ? 1.0 : 0.0);
+                         return grad;
+                       }
                        if (!tanh_approx) return g * ((erf(x * 0.70710678118654752440) + 1) * 0.5 + x * exp(x * x * -0.5) * 0.3989422804014327);
                        const double k = 0.79788456080286535588;
                        Tensor t = tanh((x + x * x * x * 0.044715) * k);

@@ -49,6 +49,12 @@ void gelu_cpu(const Tensor& out, const Tensor& x, double approx, double) {
   if (approx != 0.0) unary_same(out, x, fn::GeluTanh{}, "gelu", true);
   else unary_same(out, x, fn::Gelu{}, "gelu", true);
 }
+void gelu_backward_cpu(const Tensor& out, const Tensor& g, const Tensor& x, double approx) {
+  RTX_DISPATCH_FLOATS(out.dtype(), "gelu_backward", [&] {
+    if (approx != 0.0) pointwise<scalar_t, scalar_t, scalar_t>(out, fn::GeluTanhBackward{}, g, x);
+    else pointwise<scalar_t, scalar_t, scalar_t>(out, fn::GeluBackward{}, g, x);
+  });
+}
 void leaky_relu_cpu(const Tensor& out, const Tensor& x, double slope, double) {
   unary_same(out, x, fn::LeakyRelu{slope}, "leaky_relu", true);
 }
@@ -85,6 +91,7 @@ void register_pointwise_kernels() {
 #define RTX_PREDICATE(name, F) name##_kernel.set(kCPU, name##_cpu);
 #include "rtx/pointwise.def"
   gelu_kernel.set(kCPU, gelu_cpu);
+  gelu_backward_kernel.set(kCPU, gelu_backward_cpu);
   leaky_relu_kernel.set(kCPU, leaky_relu_cpu);
   elu_kernel.set(kCPU, elu_cpu);
   softplus_kernel.set(kCPU, softplus_cpu);
