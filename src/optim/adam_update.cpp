@@ -1,13 +1,29 @@
 // adam_update: PyTorch's Adam/AdamW rule (bias correction, L2 or decoupled weight decay, AMSGrad,
-// maximize) through in-place ops, so it runs on every device.
+// maximize). Contiguous tensors take the fused kernel (one pass); others go through in-place ops.
 #include <cmath>
 
 #include "check_update.h"
+#include "autograd/function.h"
+#include "optim/optim_kernels.h"
 #include "rtx/autograd.h"
 #include "rtx/ops.h"
 #include "rtx/optim.h"
 
-namespace rtx::optim {
+namespace rtx {
+namespace kernels {
+RTX_DEFINE_KERNEL(adam_step_kernel, AdamStepFn);
+}  // namespace kernels
+
+namespace optim {
+namespace {
+
+bool all_contiguous(const TensorList& ts) {
+  for (const Tensor& t : ts)
+    if (t.defined() && !t.is_contiguous()) return false;
+  return true;
+}
+
+}  // namespace
 
 void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
                  int64_t step, const AdamOptions& o) {
@@ -18,7 +34,24 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp
   detail::check_state("adam_update", "exp_avg_sq", exp_avg_sq, param);
   if (o.amsgrad) detail::check_state("adam_update", "max_exp_avg_sq", max_exp_avg_sq, param);
   NoGradGuard no_grad;
+  if (!exp_avg.defined()) exp_avg = zeros_like(param);
+  if (!exp_avg_sq.defined()) exp_avg_sq = zeros_like(param);
+  if (o.amsgrad && !max_exp_avg_sq.defined()) max_exp_avg_sq = zeros_like(param);
   const auto [beta1, beta2] = o.betas;
+  const double t = static_cast<double>(step);
+  const double bias_correction1 = 1 - std::pow(beta1, t);
+  const double bias_correction2_sqrt = std::sqrt(1 - std::pow(beta2, t));
+  const Tensor max_state = o.amsgrad ? max_exp_avg_sq : Tensor();
+  if (all_contiguous({param, grad, exp_avg, exp_avg_sq, max_state})) {
+    if (param.numel() > 0)
+      kernels::adam_step_kernel.get(param.device())(
+          param, grad, exp_avg, exp_avg_sq, max_state,
+          {o.lr, beta1, beta2, o.eps, o.weight_decay, o.decoupled_weight_decay, o.maximize, bias_correction1,
+           bias_correction2_sqrt});
+    for (const Tensor& updated : {param, exp_avg, exp_avg_sq, max_state})
+      if (updated.defined()) autograd::bump_version(updated);
+    return;
+  }
   Tensor g = o.maximize ? neg(grad) : grad;
   if (o.weight_decay != 0) {
     if (o.decoupled_weight_decay)
@@ -26,23 +59,18 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp
     else
       g = add(g, param, o.weight_decay);
   }
-  if (!exp_avg.defined()) exp_avg = zeros_like(param);
-  if (!exp_avg_sq.defined()) exp_avg_sq = zeros_like(param);
   lerp_(exp_avg, g, 1 - beta1);
   exp_avg_sq.mul_(beta2);
   addcmul_(exp_avg_sq, g, g, 1 - beta2);
   Tensor second_moment = exp_avg_sq;
   if (o.amsgrad) {
-    if (!max_exp_avg_sq.defined()) max_exp_avg_sq = zeros_like(param);
     max_exp_avg_sq.maximum_(exp_avg_sq);
     second_moment = max_exp_avg_sq;
   }
-  const double t = static_cast<double>(step);
-  const double bias_correction1 = 1 - std::pow(beta1, t);
-  const double bias_correction2_sqrt = std::sqrt(1 - std::pow(beta2, t));
   Tensor denom = sqrt(second_moment);
   denom.div_(bias_correction2_sqrt).add_(o.eps);
   addcdiv_(param, exp_avg, denom, -o.lr / bias_correction1);
 }
 
-}  // namespace rtx::optim
+}  // namespace optim
+}  // namespace rtx

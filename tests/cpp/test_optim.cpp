@@ -111,6 +111,16 @@ TEST_P(OptimTest, AdamUpdateMatchesReference) {
         << "weight_decay " << o.weight_decay << " decoupled " << o.decoupled_weight_decay << " amsgrad " << o.amsgrad;
     EXPECT_TRUE(m.defined() && v.defined());
     EXPECT_EQ(vmax.defined(), o.amsgrad);
+    // A strided parameter and gradient (columns of a matrix) take the unfused path: the same rule.
+    const auto column = [&](const std::vector<double>& x) {
+      std::vector<double> two_columns;
+      for (double e : x) two_columns.insert(two_columns.end(), {e, -1.0});
+      return make(two_columns, {kSize, 2}, dev()).select(1, 0);
+    };
+    Tensor strided = column(initial_param()), sm, sv, svmax;
+    for (int t = 1; t <= kSteps; ++t) optim::adam_update(strided, column(grad_at(t - 1)), sm, sv, svmax, t, o);
+    EXPECT_FALSE(strided.is_contiguous());
+    EXPECT_TRUE(all_close(strided, make(ref_adam(o, kSteps), {kSize}), 1e-11, 1e-14)) << "strided";
   }
 }
 
