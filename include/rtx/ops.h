@@ -235,6 +235,13 @@ RTX_API Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Ten
 RTX_API Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 RTX_API Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, const Tensor& weight = {},
                                                 const Tensor& pos_weight = {}, Reduction reduction = Reduction::Mean);
+// softmax(q k^T * scale + attn_mask) v over the last two dims: query [..., L, E], key [..., S, E],
+// value [..., S, Ev]. A bool attn_mask keeps its true positions, a float one is added to the scores;
+// is_causal keeps the keys j <= i; scale defaults to 1 / sqrt(E). Without a mask or dropout the
+// scores are never stored (fused kernels).
+RTX_API Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                            const Tensor& attn_mask = {}, double dropout_p = 0.0,
+                                            bool is_causal = false, std::optional<double> scale = std::nullopt);
 // int64 indices -> int64 one-hot rows (num_classes = max + 1 when negative).
 RTX_API Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 

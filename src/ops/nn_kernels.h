@@ -70,6 +70,18 @@ using NllLossBackwardFn = void(const Tensor& grad_log_probs, const Tensor& g, co
                                const Tensor& weight, const Tensor& total_weight, int64_t ignore_index,
                                Reduction reduction);
 
+// Fused attention over bh independent heads: q [bh, L, D], k and v [bh, S, D], out [bh, L, D], all
+// contiguous and of one float dtype; lse [bh, L] in the accumulation dtype (acc_dtype) receives the
+// log-sum-exp of each row of scaled scores. scores = scale * q k^T; causal masks the keys j > i
+// (top-left aligned, as PyTorch's is_causal), so no row is empty. S >= 1.
+using AttentionFn = void(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                         double scale, bool causal);
+// dq [bh, L, D], dk and dv [bh, S, D] (written entirely) from g [bh, L, D], the gradient of out, and
+// the forward's out and lse.
+using AttentionBackwardFn = void(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g,
+                                 const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                 const Tensor& lse, double scale, bool causal);
+
 RTX_DECLARE_KERNEL(softmax_kernel, SoftmaxFn);
 RTX_DECLARE_KERNEL(softmax_backward_kernel, SoftmaxBackwardFn);
 RTX_DECLARE_KERNEL(layer_norm_kernel, LayerNormFn);
@@ -85,5 +97,7 @@ RTX_DECLARE_KERNEL(cross_entropy_kernel, CrossEntropyFn);
 RTX_DECLARE_KERNEL(cross_entropy_backward_kernel, CrossEntropyBackwardFn);
 RTX_DECLARE_KERNEL(nll_loss_kernel, NllLossFn);
 RTX_DECLARE_KERNEL(nll_loss_backward_kernel, NllLossBackwardFn);
+RTX_DECLARE_KERNEL(attention_kernel, AttentionFn);
+RTX_DECLARE_KERNEL(attention_backward_kernel, AttentionBackwardFn);
 
 }  // namespace rtx::kernels

@@ -268,6 +268,13 @@ std::vector<Case> cases() {
                    return torch::nn::functional::cross_entropy(
                        x[0], x[1], torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(0.1));
                  }});
+  const rtx::Shape heads{2, 3, 100, 64};
+  all.push_back({"sdpa_causal", {normal(heads), normal(heads), normal(heads)},
+                 [](const RL& x) { return rtx::scaled_dot_product_attention(x[0], x[1], x[2], {}, 0.0, true); },
+                 [](const TL& x) { return at::scaled_dot_product_attention(x[0], x[1], x[2], {}, 0.0, true); }});
+  all.push_back({"sdpa_keys_beyond_queries", {normal({4, 70, 40}), normal({4, 90, 40}), normal({4, 90, 40})},
+                 [](const RL& x) { return rtx::scaled_dot_product_attention(x[0], x[1], x[2]); },
+                 [](const TL& x) { return at::scaled_dot_product_attention(x[0], x[1], x[2]); }});
   all.push_back({"mse_loss", {normal(s), normal(s)}, [](const RL& x) { return rtx::mse_loss(x[0], x[1]); },
                  [](const TL& x) { return torch::mse_loss(x[0], x[1]); }});
 

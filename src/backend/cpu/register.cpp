@@ -12,6 +12,8 @@ void register_cpu_kernels() {
   register_conv_kernels();
   register_nn_kernels();
   register_index_kernels();
+  register_attention_kernels();
+  register_optim_kernels();
 }
 
 }  // namespace rtx::cpu

@@ -10,4 +10,6 @@ void register_linalg_kernels();
 void register_conv_kernels();
 void register_nn_kernels();
 void register_index_kernels();
+void register_attention_kernels();
+void register_optim_kernels();
 }  // namespace rtx::cpu

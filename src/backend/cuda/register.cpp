@@ -25,6 +25,8 @@ void register_cuda_kernels() {
   register_nn_kernels();
   register_norm_kernels();
   register_loss_kernels();
+  register_attention_kernels();
+  register_optim_kernels();
 }
 
 }  // namespace rtx::cuda

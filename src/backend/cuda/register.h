@@ -15,4 +15,6 @@ void register_reduce_kernels();
 void register_nn_kernels();
 void register_norm_kernels();
 void register_loss_kernels();
+void register_attention_kernels();
+void register_optim_kernels();
 }  // namespace rtx::cuda

@@ -1,0 +1,1223 @@
+// CUDA kernels of fused scaled-dot-product attention, forward and backward, flash-attention style:
+// the [L, S] score matrix of a head never reaches global memory. Semantics: src/ops/nn_kernels.h.
+//
+// Forward: a block owns a tile of query rows of one head and streams the key and value tiles of the
+// head through shared memory. Each row keeps an online softmax (running maximum m, running sum l of
+// exp(s - m)) and an output accumulator rescaled whenever m grows; at the end out = acc / l and
+// lse = m + log(l).
+// Backward: Dl_i = dot(g_i, out_i) first (a warp per row), then two kernels that recompute
+// P = exp(s - lse) and each own what they write: a block per key tile loops over the query tiles,
+// accumulating dk and dv; a block per query tile loops over the key tiles, accumulating dq. Every sum
+// runs in a fixed order and nothing is atomic, so results are bitwise reproducible.
+// Causal attention bounds the tile loops so that tiles entirely above the diagonal are skipped; the
+// mask is applied only on tiles that cross the diagonal or the end of the keys.
+//
+// Paths, picked by attention_path:
+// - tensor cores (Half/BFloat16, D a multiple of 8 up to 128, 16-byte aligned operands, sm_80+):
+//   warps of 16 rows running mma.sync m16n8k16 with float accumulation on fragments read by ldmatrix
+//   from padded shared tiles that cp.async fills (zeros past the rows and D); D is padded to 64 or 128.
+// - float tiles (float32, D up to 128): 256 threads, 64 x 64 score tiles in 4 x 4 register tiles of
+//   exact float32 arithmetic, operands in padded shared tiles; D padded to 64 or 128.
+// - generic (everything else, and every case under HIP): a warp per row with an online softmax over
+//   the keys, D taken in chunks of kGenericSlice values per lane (scores recomputed per chunk).
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <type_traits>
+
+#include "backend/cuda/register.h"
+#include "core/dtype_dispatch.h"
+#include "core/tensor_impl.h"
+#include "kernels/cuda/rows.cuh"
+#include "ops/nn_kernels.h"
+
+namespace rtx::cuda {
+namespace {
+
+// q [bh, L, d], k and v [bh, S, d].
+struct AttentionShape {
+  int64_t bh, L, S, d;
+  AttentionShape(const Tensor& q, const Tensor& k) : bh(q.size(0)), L(q.size(1)), S(k.size(1)), d(q.size(2)) {}
+};
+
+// ---- generic path: a warp per row ------------------------------------------------------------------
+
+constexpr int kGenericWarps = 4;                            // rows per block
+constexpr int kGenericSlice = 4;                            // accumulator values per lane
+constexpr int kGenericChunk = kGenericSlice * kWarpSize;    // columns of one pass over the keys
+
+// f(row, lane) for rows [0, rows), a warp per row (the whole warp takes part).
+template <typename F>
+__device__ __forceinline__ void for_each_warp_row(int64_t rows, const F& f) {
+  const int lane = static_cast<int>(threadIdx.x % kWarpSize);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kGenericWarps;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kGenericWarps + threadIdx.x / kWarpSize; row < rows;
+       row += stride)
+    f(row, lane);
+}
+
+// dot(a[0, d), b[0, d)) over the warp; every lane gets the same value.
+template <typename T>
+__device__ __forceinline__ opmath_t<T> warp_dot(const T* a, const T* b, int64_t d, int lane) {
+  opmath_t<T> s = 0;
+  for (int64_t e = lane; e < d; e += kWarpSize) s += from_storage(a[e]) * from_storage(b[e]);
+  return group_reduce(s, kWarpSize, SumOp{});
+}
+
+// out_i and lse_i, a warp per query row.
+template <typename T>
+__global__ void __launch_bounds__(kGenericWarps* kWarpSize)
+    attention_generic_kernel(T* out, opmath_t<T>* lse, const T* q, const T* k, const T* v, int64_t L, int64_t S,
+                             int64_t d, opmath_t<T> scale, bool causal, int64_t rows) {
+  using acc_t = opmath_t<T>;
+  for_each_warp_row(rows, [&](int64_t row, int lane) {
+    const int64_t head = row / L, i = row % L;
+    const T* qi = q + row * d;
+    const T* kh = k + head * S * d;
+    const T* vh = v + head * S * d;
+    const int64_t keys = causal ? std::min(S, i + 1) : S;
+    for (int64_t c0 = 0; c0 < d; c0 += kGenericChunk) {
+      acc_t m = neg_inf<T>(), l = 0, acc[kGenericSlice] = {};
+      for (int64_t j = 0; j < keys; ++j) {
+        const acc_t s = scale * warp_dot(qi, kh + j * d, d, lane);
+        const acc_t m_new = s > m ? s : m;
+        const acc_t alpha = exp_of<T>(m - m_new), p = exp_of<T>(s - m_new);
+        l = l * alpha + p;
+#pragma unroll
+        for (int e = 0; e < kGenericSlice; ++e) {
+          const int64_t c = c0 + e * kWarpSize + lane;
+          acc[e] = acc[e] * alpha + (c < d ? p * from_storage(vh[j * d + c]) : acc_t(0));
+        }
+        m = m_new;
+      }
+#pragma unroll
+      for (int e = 0; e < kGenericSlice; ++e) {
+        const int64_t c = c0 + e * kWarpSize + lane;
+        if (c < d) out[row * d + c] = to_storage<T>(acc[e] / l);
+      }
+      if (c0 == 0 && lane == 0) lse[row] = m + log_of<T>(l);
+    }
+  });
+}
+
+// dl[row] = dot(g[row], out[row]) for the backward's dS = P * (dP - dl).
+template <typename T>
+__global__ void __launch_bounds__(kGenericWarps* kWarpSize)
+    attention_row_dot_kernel(opmath_t<T>* dl, const T* g, const T* out, int64_t d, int64_t rows) {
+  for_each_warp_row(rows, [&](int64_t row, int lane) {
+    const opmath_t<T> s = warp_dot(g + row * d, out + row * d, d, lane);
+    if (lane == 0) dl[row] = s;
+  });
+}
+
+// dq_i = scale * sum_j P_ij (dP_ij - dl_i) k_j, a warp per query row.
+template <typename T>
+__global__ void __launch_bounds__(kGenericWarps* kWarpSize)
+    attention_generic_dq_kernel(T* dq, const T* g, const T* q, const T* k, const T* v, const opmath_t<T>* lse,
+                                const opmath_t<T>* dl, int64_t L, int64_t S, int64_t d, opmath_t<T> scale,
+                                bool causal, int64_t rows) {
+  using acc_t = opmath_t<T>;
+  for_each_warp_row(rows, [&](int64_t row, int lane) {
+    const int64_t head = row / L, i = row % L;
+    const T* qi = q + row * d;
+    const T* gi = g + row * d;
+    const T* kh = k + head * S * d;
+    const T* vh = v + head * S * d;
+    const int64_t keys = causal ? std::min(S, i + 1) : S;
+    const acc_t lse_i = lse[row], dl_i = dl[row];
+    for (int64_t c0 = 0; c0 < d; c0 += kGenericChunk) {
+      acc_t acc[kGenericSlice] = {};
+      for (int64_t j = 0; j < keys; ++j) {
+        const acc_t s = scale * warp_dot(qi, kh + j * d, d, lane);
+        const acc_t ds = exp_of<T>(s - lse_i) * (warp_dot(gi, vh + j * d, d, lane) - dl_i);
+#pragma unroll
+        for (int e = 0; e < kGenericSlice; ++e) {
+          const int64_t c = c0 + e * kWarpSize + lane;
+          if (c < d) acc[e] += ds * from_storage(kh[j * d + c]);
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < kGenericSlice; ++e) {
+        const int64_t c = c0 + e * kWarpSize + lane;
+        if (c < d) dq[row * d + c] = to_storage<T>(scale * acc[e]);
+      }
+    }
+  });
+}
+
+// dv_j = sum_i P_ij g_i and dk_j = scale * sum_i P_ij (dP_ij - dl_i) q_i, a warp per key row.
+template <typename T>
+__global__ void __launch_bounds__(kGenericWarps* kWarpSize)
+    attention_generic_dkdv_kernel(T* dk, T* dv, const T* g, const T* q, const T* k, const T* v,
+                                  const opmath_t<T>* lse, const opmath_t<T>* dl, int64_t L, int64_t S, int64_t d,
+                                  opmath_t<T> scale, bool causal, int64_t rows) {
+  using acc_t = opmath_t<T>;
+  for_each_warp_row(rows, [&](int64_t row, int lane) {
+    const int64_t head = row / S, j = row % S;
+    const T* kj = k + row * d;
+    const T* vj = v + row * d;
+    const int64_t first = causal ? j : 0;
+    for (int64_t c0 = 0; c0 < d; c0 += kGenericChunk) {
+      acc_t acc_k[kGenericSlice] = {}, acc_v[kGenericSlice] = {};
+      for (int64_t i = first; i < L; ++i) {
+        const int64_t qrow = head * L + i;
+        const T* qi = q + qrow * d;
+        const T* gi = g + qrow * d;
+        const acc_t p = exp_of<T>(scale * warp_dot(qi, kj, d, lane) - lse[qrow]);
+        const acc_t ds = p * (warp_dot(gi, vj, d, lane) - dl[qrow]);
+#pragma unroll
+        for (int e = 0; e < kGenericSlice; ++e) {
+          const int64_t c = c0 + e * kWarpSize + lane;
+          if (c < d) {
+            acc_v[e] += p * from_storage(gi[c]);
+            acc_k[e] += ds * from_storage(qi[c]);
+          }
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < kGenericSlice; ++e) {
+        const int64_t c = c0 + e * kWarpSize + lane;
+        if (c < d) {
+          dv[row * d + c] = to_storage<T>(acc_v[e]);
+          dk[row * d + c] = to_storage<T>(scale * acc_k[e]);
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void generic_forward(const AttentionShape& sh, T* out, opmath_t<T>* lse, const T* q, const T* k, const T* v,
+                     double scale, bool causal, cudaStream_t stream) {
+  const int64_t rows = sh.bh * sh.L;
+  attention_generic_kernel<T><<<grid_stride_blocks(rows, kGenericWarps), kGenericWarps * kWarpSize, 0, stream>>>(
+      out, lse, q, k, v, sh.L, sh.S, sh.d, static_cast<opmath_t<T>>(scale), causal, rows);
+  RTX_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void generic_backward(const AttentionShape& sh, T* dq, T* dk, T* dv, const T* g, const T* q, const T* k, const T* v,
+                      const opmath_t<T>* lse, const opmath_t<T>* dl, double scale, bool causal, cudaStream_t stream) {
+  const auto s = static_cast<opmath_t<T>>(scale);
+  const int64_t q_rows = sh.bh * sh.L, k_rows = sh.bh * sh.S;
+  attention_generic_dq_kernel<T><<<grid_stride_blocks(q_rows, kGenericWarps), kGenericWarps * kWarpSize, 0, stream>>>(
+      dq, g, q, k, v, lse, dl, sh.L, sh.S, sh.d, s, causal, q_rows);
+  RTX_CUDA_CHECK_LAUNCH();
+  attention_generic_dkdv_kernel<T>
+      <<<grid_stride_blocks(k_rows, kGenericWarps), kGenericWarps * kWarpSize, 0, stream>>>(
+          dk, dv, g, q, k, v, lse, dl, sh.L, sh.S, sh.d, s, causal, k_rows);
+  RTX_CUDA_CHECK_LAUNCH();
+}
+
+#if !defined(__HIP_PLATFORM_AMD__)
+
+constexpr double kLog2e = 1.4426950408889634;
+constexpr float kLn2 = 0.6931471805599453f;
+
+template <typename F>
+void with_causal(bool causal, const F& f) {
+  if (causal)
+    f(std::true_type{});
+  else
+    f(std::false_type{});
+}
+
+// Dynamic shared memory of the tiled kernels (aligned for 16-byte accesses).
+extern __shared__ float4 attention_shared[];
+
+template <typename T>
+__device__ __forceinline__ T* shared_as() {
+  return reinterpret_cast<T*>(attention_shared);
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory (above the default 48 KiB).
+template <typename Kernel>
+void allow_shared_memory(Kernel* kernel, size_t bytes) {
+  RTX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+// Head sizes of the tiled paths: d is padded (with zeros) to 64 or 128.
+template <typename F>
+void with_padded_head_dim(int64_t d, const F& f) {
+  if (d <= 64)
+    f(std::integral_constant<int, 64>{});
+  else
+    f(std::integral_constant<int, 128>{});
+}
+
+// ---- float tiles: float32, 256 threads, 4 x 4 register tiles ----------------------------------------
+//
+// Thread (ty, tx) = (threadIdx.x / 16, threadIdx.x % 16) holds rows ty + 16 r (r < 4) of every
+// tile product; of a 64-column score tile the columns tx + 16 n, of a D-wide product the columns
+// 64 g + 4 tx + e. Shared tiles are row-major with rows padded by 4 floats, which keeps the 16-byte
+// reads below free of bank conflicts.
+
+constexpr int kFloatThreads = 256;
+constexpr int kFloatTile = 64;                        // rows of every tile (queries or keys)
+constexpr int kFloatScoreStride = kFloatTile + 4;     // row stride of a score tile
+constexpr int kFloatScoreFloats = kFloatTile * kFloatScoreStride;
+
+template <int kD>
+constexpr int kFloatRowStride = kD + 4;
+template <int kD>
+constexpr int kFloatTileFloats = kFloatTile * kFloatRowStride<kD>;
+
+constexpr size_t float_forward_shared_bytes(int d_pad) {
+  return sizeof(float) * (2 * kFloatTile * (d_pad + 4) + kFloatScoreFloats);
+}
+constexpr size_t float_dkdv_shared_bytes(int d_pad) {
+  return sizeof(float) * (4 * kFloatTile * (d_pad + 4) + kFloatScoreFloats + 2 * kFloatTile);
+}
+constexpr size_t float_dq_shared_bytes(int d_pad) {
+  return sizeof(float) * (4 * kFloatTile * (d_pad + 4) + kFloatScoreFloats);
+}
+
+__device__ __forceinline__ float component(const float4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// Copies rows [row0, row0 + 64) of a [rows, d] matrix into a tile, zeros past `rows` and d.
+// vectorized: d % 4 == 0 and src 16-byte aligned.
+template <int kD>
+__device__ __forceinline__ void load_float_tile(float* tile, const float* src, int64_t row0, int64_t rows, int d,
+                                                bool vectorized) {
+  constexpr int kQuads = kD / 4;
+  for (int idx = threadIdx.x; idx < kFloatTile * kQuads; idx += kFloatThreads) {
+    const int r = idx / kQuads, c = (idx % kQuads) * 4;
+    const int64_t row = row0 + r;
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (row < rows) {
+      const float* p = src + row * d + c;
+      if (vectorized) {
+        if (c < d) x = *reinterpret_cast<const float4*>(p);
+      } else {
+        x.x = c < d ? p[0] : 0.f;
+        x.y = c + 1 < d ? p[1] : 0.f;
+        x.z = c + 2 < d ? p[2] : 0.f;
+        x.w = c + 3 < d ? p[3] : 0.f;
+      }
+    }
+    *reinterpret_cast<float4*>(tile + r * kFloatRowStride<kD> + c) = x;
+  }
+}
+
+// Stores a thread's rows of a D-wide product, times `factor`, into rows [row0, row0 + 64) of a
+// [rows, d] matrix (the part inside it).
+template <int kD>
+__device__ __forceinline__ void store_float_rows(float* dst, const float (&acc)[4][kD / 16], float factor,
+                                                 int64_t row0, int64_t rows, int d, bool vectorized, int ty, int tx) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int64_t row = row0 + ty + 16 * r;
+    if (row >= rows) continue;
+#pragma unroll
+    for (int g = 0; g < kD / 64; ++g) {
+      const int c = 64 * g + 4 * tx;
+      float* p = dst + row * d + c;
+      const float4 x = make_float4(acc[r][4 * g] * factor, acc[r][4 * g + 1] * factor, acc[r][4 * g + 2] * factor,
+                                   acc[r][4 * g + 3] * factor);
+      if (vectorized) {
+        if (c < d) *reinterpret_cast<float4*>(p) = x;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (c + e < d) p[e] = component(x, e);
+      }
+    }
+  }
+}
+
+// c[r][n] += sum_k a[ty + 16 r][k] * b[tx + 16 n][k], k < kK (row strides kSA, kSB).
+template <int kK, int kSA, int kSB>
+__device__ __forceinline__ void float_product_nt(float (&c)[4][4], const float* a, const float* b, int ty, int tx) {
+#pragma unroll 4
+  for (int k = 0; k < kK; k += 4) {
+    float4 av[4], bv[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) av[r] = *reinterpret_cast<const float4*>(a + (ty + 16 * r) * kSA + k);
+#pragma unroll
+    for (int n = 0; n < 4; ++n) bv[n] = *reinterpret_cast<const float4*>(b + (tx + 16 * n) * kSB + k);
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+        c[r][n] = fmaf(av[r].x, bv[n].x, c[r][n]);
+        c[r][n] = fmaf(av[r].y, bv[n].y, c[r][n]);
+        c[r][n] = fmaf(av[r].z, bv[n].z, c[r][n]);
+        c[r][n] = fmaf(av[r].w, bv[n].w, c[r][n]);
+      }
+  }
+}
+
+// c[r][4 g + e] += sum_k a[ty + 16 r][k] * b[k][64 g + 4 tx + e], k < kK (row strides kSA, kSB).
+template <int kK, int kG, int kSA, int kSB>
+__device__ __forceinline__ void float_product_nn(float (&c)[4][4 * kG], const float* a, const float* b, int ty,
+                                                 int tx) {
+#pragma unroll 2
+  for (int k = 0; k < kK; k += 4) {
+    float4 av[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) av[r] = *reinterpret_cast<const float4*>(a + (ty + 16 * r) * kSA + k);
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+      for (int g = 0; g < kG; ++g) {
+        const float4 bv = *reinterpret_cast<const float4*>(b + (k + u) * kSB + 64 * g + 4 * tx);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const float x = component(av[r], u);
+          c[r][4 * g] = fmaf(x, bv.x, c[r][4 * g]);
+          c[r][4 * g + 1] = fmaf(x, bv.y, c[r][4 * g + 1]);
+          c[r][4 * g + 2] = fmaf(x, bv.z, c[r][4 * g + 2]);
+          c[r][4 * g + 3] = fmaf(x, bv.w, c[r][4 * g + 3]);
+        }
+      }
+  }
+}
+
+// Combines a value over the 16 threads (tx) that share a row.
+template <typename Op>
+__device__ __forceinline__ float row_combine(float v, const Op& op) {
+#pragma unroll
+  for (int o = 1; o < 16; o <<= 1) v = op(v, rtx_shfl_xor(v, o));
+  return v;
+}
+
+template <int kD, bool kCausal>
+__global__ void __launch_bounds__(kFloatThreads)
+    attention_float_kernel(float* out, float* lse, const float* q, const float* k, const float* v, int64_t bh,
+                           int64_t L, int64_t S, int d, int64_t q_tiles, float scale, bool vectorized) {
+  constexpr int kStride = kFloatRowStride<kD>, kG = kD / 64;
+  float* s_q = shared_as<float>();
+  float* s_kv = s_q + kFloatTileFloats<kD>;  // the key tile, then the value tile
+  float* s_p = s_kv + kFloatTileFloats<kD>;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int64_t head = blockIdx.x % bh;
+  const int64_t q0 = (q_tiles - 1 - blockIdx.x / bh) * kFloatTile;  // the longest causal rows first
+  const float* kh = k + head * S * d;
+  const float* vh = v + head * S * d;
+  load_float_tile<kD>(s_q, q + head * L * d, q0, L, d, vectorized);
+  const int64_t key_end = kCausal ? std::min(S, std::min(q0 + kFloatTile, L)) : S;
+
+  float m[4], l[4], o[4][kD / 16] = {};
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.f;
+  }
+  for (int64_t kv0 = 0; kv0 < key_end; kv0 += kFloatTile) {
+    __syncthreads();  // the previous value tile and score tile are used up
+    load_float_tile<kD>(s_kv, kh, kv0, S, d, vectorized);
+    __syncthreads();
+    float s[4][4] = {};
+    float_product_nt<kD, kStride, kStride>(s, s_q, s_kv, ty, tx);
+    const bool masked = kv0 + kFloatTile > S || (kCausal && kv0 + kFloatTile - 1 > q0);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int64_t row = q0 + ty + 16 * r;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+        const int64_t col = kv0 + tx + 16 * n;
+        float x = s[r][n] * scale;
+        if (masked && (col >= S || (kCausal && col > row))) x = -INFINITY;
+        s[r][n] = x;
+        mx = x > mx ? x : mx;
+      }
+      mx = row_combine(mx, MaxOp{});
+      const float m_new = mx > m[r] ? mx : m[r];
+      const float base = m_new == -INFINITY ? 0.f : m_new;
+      const float alpha = expf(m[r] - base);
+      m[r] = m_new;
+      l[r] *= alpha;
+#pragma unroll
+      for (int c = 0; c < kD / 16; ++c) o[r][c] *= alpha;
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+        const float p = expf(s[r][n] - base);
+        l[r] += p;
+        s_p[(ty + 16 * r) * kFloatScoreStride + tx + 16 * n] = p;
+      }
+    }
+    __syncthreads();  // the scores are in place and the key tile is used up
+    load_float_tile<kD>(s_kv, vh, kv0, S, d, vectorized);
+    __syncthreads();
+    float_product_nn<kFloatTile, kG, kFloatScoreStride, kStride>(o, s_p, s_kv, ty, tx);
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const float total = row_combine(l[r], SumOp{});
+#pragma unroll
+    for (int c = 0; c < kD / 16; ++c) o[r][c] /= total;
+    const int64_t row = q0 + ty + 16 * r;
+    if (tx == 0 && row < L) lse[head * L + row] = m[r] + logf(total);
+  }
+  store_float_rows<kD>(out + head * L * d, o, 1.f, q0, L, d, vectorized, ty, tx);
+}
+
+// A block per key tile: dv = P^T g and dk = scale * dS^T q over the query tiles.
+template <int kD, bool kCausal>
+__global__ void __launch_bounds__(kFloatThreads)
+    attention_float_dkdv_kernel(float* dk, float* dv, const float* g, const float* q, const float* k,
+                                const float* v, const float* lse, const float* dl, int64_t bh, int64_t L, int64_t S,
+                                int d, float scale, bool vectorized) {
+  constexpr int kStride = kFloatRowStride<kD>, kG = kD / 64;
+  float* s_k = shared_as<float>();
+  float* s_v = s_k + kFloatTileFloats<kD>;
+  float* s_q = s_v + kFloatTileFloats<kD>;
+  float* s_g = s_q + kFloatTileFloats<kD>;
+  float* s_scores = s_g + kFloatTileFloats<kD>;  // P^T, then dS^T
+  float* s_lse = s_scores + kFloatScoreFloats;
+  float* s_dl = s_lse + kFloatTile;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int64_t head = blockIdx.x % bh;
+  const int64_t kv0 = blockIdx.x / bh * kFloatTile;  // the longest causal columns first
+  const float* qh = q + head * L * d;
+  const float* gh = g + head * L * d;
+  load_float_tile<kD>(s_k, k + head * S * d, kv0, S, d, vectorized);
+  load_float_tile<kD>(s_v, v + head * S * d, kv0, S, d, vectorized);
+
+  float acc_k[4][kD / 16] = {}, acc_v[4][kD / 16] = {};
+  for (int64_t q0 = kCausal ? kv0 : 0; q0 < L; q0 += kFloatTile) {
+    __syncthreads();  // the previous tiles are used up
+    load_float_tile<kD>(s_q, qh, q0, L, d, vectorized);
+    load_float_tile<kD>(s_g, gh, q0, L, d, vectorized);
+    if (threadIdx.x < kFloatTile) {
+      const int64_t row = q0 + threadIdx.x;
+      s_lse[threadIdx.x] = row < L ? lse[head * L + row] : INFINITY;  // P = 0 past the queries
+      s_dl[threadIdx.x] = row < L ? dl[head * L + row] : 0.f;
+    }
+    __syncthreads();
+    float p[4][4] = {}, ds[4][4] = {};
+    float_product_nt<kD, kStride, kStride>(p, s_k, s_q, ty, tx);
+    float_product_nt<kD, kStride, kStride>(ds, s_v, s_g, ty, tx);
+    const bool masked = kCausal && q0 < kv0 + kFloatTile - 1;
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+        const int i = tx + 16 * n;
+        float x = expf(p[r][n] * scale - s_lse[i]);
+        if (masked && kv0 + ty + 16 * r > q0 + i) x = 0.f;
+        p[r][n] = x;
+        ds[r][n] = x * (ds[r][n] - s_dl[i]);
+        s_scores[(ty + 16 * r) * kFloatScoreStride + i] = x;
+      }
+    __syncthreads();
+    float_product_nn<kFloatTile, kG, kFloatScoreStride, kStride>(acc_v, s_scores, s_g, ty, tx);
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int n = 0; n < 4; ++n) s_scores[(ty + 16 * r) * kFloatScoreStride + tx + 16 * n] = ds[r][n];
+    __syncthreads();
+    float_product_nn<kFloatTile, kG, kFloatScoreStride, kStride>(acc_k, s_scores, s_q, ty, tx);
+  }
+  store_float_rows<kD>(dv + head * S * d, acc_v, 1.f, kv0, S, d, vectorized, ty, tx);
+  store_float_rows<kD>(dk + head * S * d, acc_k, scale, kv0, S, d, vectorized, ty, tx);
+}
+
+// A block per query tile: dq = scale * dS k over the key tiles.
+template <int kD, bool kCausal>
+__global__ void __launch_bounds__(kFloatThreads)
+    attention_float_dq_kernel(float* dq, const float* g, const float* q, const float* k, const float* v,
+                              const float* lse, const float* dl, int64_t bh, int64_t L, int64_t S, int d,
+                              int64_t q_tiles, float scale, bool vectorized) {
+  constexpr int kStride = kFloatRowStride<kD>, kG = kD / 64;
+  float* s_q = shared_as<float>();
+  float* s_g = s_q + kFloatTileFloats<kD>;
+  float* s_k = s_g + kFloatTileFloats<kD>;
+  float* s_v = s_k + kFloatTileFloats<kD>;
+  float* s_ds = s_v + kFloatTileFloats<kD>;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int64_t head = blockIdx.x % bh;
+  const int64_t q0 = (q_tiles - 1 - blockIdx.x / bh) * kFloatTile;
+  const float* kh = k + head * S * d;
+  const float* vh = v + head * S * d;
+  load_float_tile<kD>(s_q, q + head * L * d, q0, L, d, vectorized);
+  load_float_tile<kD>(s_g, g + head * L * d, q0, L, d, vectorized);
+  float row_lse[4], row_dl[4];
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int64_t row = q0 + ty + 16 * r;
+    row_lse[r] = row < L ? lse[head * L + row] : INFINITY;
+    row_dl[r] = row < L ? dl[head * L + row] : 0.f;
+  }
+  const int64_t key_end = kCausal ? std::min(S, std::min(q0 + kFloatTile, L)) : S;
+
+  float acc[4][kD / 16] = {};
+  for (int64_t kv0 = 0; kv0 < key_end; kv0 += kFloatTile) {
+    __syncthreads();  // the previous tiles are used up
+    load_float_tile<kD>(s_k, kh, kv0, S, d, vectorized);
+    load_float_tile<kD>(s_v, vh, kv0, S, d, vectorized);
+    __syncthreads();
+    float s[4][4] = {}, dp[4][4] = {};
+    float_product_nt<kD, kStride, kStride>(s, s_q, s_k, ty, tx);
+    float_product_nt<kD, kStride, kStride>(dp, s_g, s_v, ty, tx);
+    const bool masked = kv0 + kFloatTile > S || (kCausal && kv0 + kFloatTile - 1 > q0);
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+        const int64_t row = q0 + ty + 16 * r, col = kv0 + tx + 16 * n;
+        float p = expf(s[r][n] * scale - row_lse[r]);
+        if (masked && (col >= S || (kCausal && col > row))) p = 0.f;
+        s_ds[(ty + 16 * r) * kFloatScoreStride + tx + 16 * n] = p * (dp[r][n] - row_dl[r]);
+      }
+    __syncthreads();
+    float_product_nn<kFloatTile, kG, kFloatScoreStride, kStride>(acc, s_ds, s_k, ty, tx);
+  }
+  store_float_rows<kD>(dq + head * L * d, acc, scale, q0, L, d, vectorized, ty, tx);
+}
+
+template <typename... P>
+bool float_vectorizable(int64_t d, const P*... ptrs) {
+  return d % 4 == 0 && ((reinterpret_cast<uintptr_t>(ptrs) % 16 == 0) && ...);
+}
+
+void float_forward(const AttentionShape& sh, float* out, float* lse, const float* q, const float* k, const float* v,
+                   double scale, bool causal, cudaStream_t stream) {
+  const int64_t q_tiles = ceil_div(sh.L, kFloatTile);
+  const bool vec = float_vectorizable(sh.d, out, q, k, v);
+  with_padded_head_dim(sh.d, [&](auto head_dim) {
+    constexpr int kD = decltype(head_dim)::value;
+    with_causal(causal, [&](auto causal_tag) {
+      constexpr bool kCausal = decltype(causal_tag)::value;
+      const size_t bytes = float_forward_shared_bytes(kD);
+      allow_shared_memory(attention_float_kernel<kD, kCausal>, bytes);
+      attention_float_kernel<kD, kCausal><<<static_cast<unsigned>(q_tiles * sh.bh), kFloatThreads, bytes, stream>>>(
+          out, lse, q, k, v, sh.bh, sh.L, sh.S, static_cast<int>(sh.d), q_tiles, static_cast<float>(scale), vec);
+      RTX_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void float_backward(const AttentionShape& sh, float* dq, float* dk, float* dv, const float* g, const float* q,
+                    const float* k, const float* v, const float* lse, const float* dl, double scale, bool causal,
+                    cudaStream_t stream) {
+  const int64_t q_tiles = ceil_div(sh.L, kFloatTile), k_tiles = ceil_div(sh.S, kFloatTile);
+  const bool vec = float_vectorizable(sh.d, dq, dk, dv, g, q, k, v);
+  const auto s = static_cast<float>(scale);
+  const int d = static_cast<int>(sh.d);
+  with_padded_head_dim(sh.d, [&](auto head_dim) {
+    constexpr int kD = decltype(head_dim)::value;
+    with_causal(causal, [&](auto causal_tag) {
+      constexpr bool kCausal = decltype(causal_tag)::value;
+      const size_t dkdv_bytes = float_dkdv_shared_bytes(kD), dq_bytes = float_dq_shared_bytes(kD);
+      allow_shared_memory(attention_float_dkdv_kernel<kD, kCausal>, dkdv_bytes);
+      attention_float_dkdv_kernel<kD, kCausal>
+          <<<static_cast<unsigned>(k_tiles * sh.bh), kFloatThreads, dkdv_bytes, stream>>>(
+              dk, dv, g, q, k, v, lse, dl, sh.bh, sh.L, sh.S, d, s, vec);
+      RTX_CUDA_CHECK_LAUNCH();
+      allow_shared_memory(attention_float_dq_kernel<kD, kCausal>, dq_bytes);
+      attention_float_dq_kernel<kD, kCausal>
+          <<<static_cast<unsigned>(q_tiles * sh.bh), kFloatThreads, dq_bytes, stream>>>(
+          dq, g, q, k, v, lse, dl, sh.bh, sh.L, sh.S, d, q_tiles, s, vec);
+      RTX_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+// ---- tensor cores: Half/BFloat16 through mma.sync m16n8k16 --------------------------------------------
+//
+// A block has 4 warps of 16 rows each (64 rows). Fragments follow the PTX layouts of
+// mma.m16n8k16: lane = 4 * group + quad holds, of a 16 x 8 accumulator, rows group and group + 8 at
+// columns 2 quad and 2 quad + 1; an accumulator pair of columns 16 kk .. 16 kk + 15 packed to 16 bits
+// is an A fragment for the next product (so P and dS never leave the registers). Shared tiles hold
+// raw 16-bit values in rows padded by 8 elements, which keeps ldmatrix free of bank conflicts.
+
+constexpr int kMmaWarps = 4;
+constexpr int kMmaThreads = kMmaWarps * 32;
+constexpr int kMmaRows = 16 * kMmaWarps;  // rows a block owns (queries or keys)
+
+template <int kD>
+constexpr int kMmaRowStride = kD + 8;
+// Rows of the tiles a backward kernel streams (fewer for 128-wide heads, whose accumulators are twice
+// as large, to stay within the registers).
+template <int kD>
+constexpr int kMmaStreamRows = kD > 64 ? 32 : 64;
+
+constexpr size_t mma_backward_shared_bytes(int d_pad) {
+  const int stream_rows = d_pad > 64 ? 32 : 64;
+  // two resident tiles of kMmaRows rows, two double-buffered streamed tiles, lse and dl per stream row
+  return sizeof(uint16_t) * (2 * kMmaRows + 4 * stream_rows) * (d_pad + 8) + sizeof(float) * 4 * stream_rows;
+}
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes from global to shared memory, asynchronously; zeros when !valid (src is then not read).
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+// Waits until at most `kPending` of this thread's latest cp.async groups are in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
+// Four 8 x 8 matrices of 16-bit values; lane l gives the address of row l % 8 of matrix l / 8.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p)));
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p)));
+#else
+  __trap();
+#endif
+}
+
+// c += a b for a 16 x 16 A fragment and a 16 x 8 B fragment (b0, b1), float accumulation.
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+#else
+  __trap();
+#endif
+}
+
+// Two floats rounded to T, lo in the low half.
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
+  return static_cast<uint32_t>(to_storage<T>(lo).bits) | (static_cast<uint32_t>(to_storage<T>(hi).bits) << 16);
+}
+
+// The A fragment of columns 16 kk .. 16 kk + 15 of a row of accumulators.
+template <typename T, int kN>
+__device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4], const float (&c)[kN][4], int kk) {
+  a[0] = pack_pair<T>(c[2 * kk][0], c[2 * kk][1]);
+  a[1] = pack_pair<T>(c[2 * kk][2], c[2 * kk][3]);
+  a[2] = pack_pair<T>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+  a[3] = pack_pair<T>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+}
+
+// Rows [row0, row0 + kRows) of a [rows, d] matrix into a shared tile (asynchronously), zeros past
+// `rows` and d (d % 8 == 0, src 16-byte aligned).
+template <int kRows, int kD>
+__device__ __forceinline__ void load_mma_tile(uint16_t* tile, const uint16_t* src, int64_t row0, int64_t rows,
+                                              int d) {
+  constexpr int kChunks = kD / 8;
+  for (int idx = threadIdx.x; idx < kRows * kChunks; idx += kMmaThreads) {
+    const int r = idx / kChunks, c = (idx % kChunks) * 8;
+    const int64_t row = row0 + r;
+    const bool valid = row < rows && c < d;
+    cp_async_16(tile + r * kMmaRowStride<kD> + c, valid ? src + row * d + c : src, valid);
+  }
+}
+
+// The A fragment of this warp's 16 rows (from row0) of a shared tile, columns 16 kk .. 16 kk + 15.
+template <int kD>
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* tile, int row0, int kk, int lane) {
+  ldmatrix_x4(a, tile + (row0 + lane % 16) * kMmaRowStride<kD> + kk * 16 + (lane / 16) * 8);
+}
+
+// c[2 np], c[2 np + 1] += a * B for B^T = the 16 rows from row0 of a shared tile (B: 16 columns
+// 16 kk .. 16 kk + 15 of those rows, as the k dimension).
+template <typename T, int kD, int kN>
+__device__ __forceinline__ void mma_rows_transposed(float (&c)[kN][4], const uint32_t (&a)[4], const uint16_t* tile,
+                                                    int row0, int kk, int np, int lane) {
+  uint32_t b[4];
+  ldmatrix_x4(b, tile + (row0 + np * 16 + (lane / 16) * 8 + lane % 8) * kMmaRowStride<kD> + kk * 16 +
+                     ((lane / 8) % 2) * 8);
+  mma_16816<T>(c[2 * np], a, b[0], b[1]);
+  mma_16816<T>(c[2 * np + 1], a, b[2], b[3]);
+}
+
+// c[2 np], c[2 np + 1] += a * B for B = rows 16 kk .. 16 kk + 15 of a shared tile, columns
+// 16 np .. 16 np + 15.
+template <typename T, int kD, int kN>
+__device__ __forceinline__ void mma_rows(float (&c)[kN][4], const uint32_t (&a)[4], const uint16_t* tile, int kk,
+                                         int np, int lane) {
+  uint32_t b[4];
+  ldmatrix_x4_trans(b, tile + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * kMmaRowStride<kD> + np * 16 +
+                           (lane / 16) * 8);
+  mma_16816<T>(c[2 * np], a, b[0], b[1]);
+  mma_16816<T>(c[2 * np + 1], a, b[2], b[3]);
+}
+
+// Stores rows `row` of a warp's D-wide accumulators (half r: 0 for row group, 1 for group + 8),
+// times factor, into a [rows, d] matrix.
+template <typename T, int kD>
+__device__ __forceinline__ void store_mma_row(uint16_t* dst, const float (&acc)[kD / 8][4], int r, float factor,
+                                              int64_t row, int d, int lane) {
+#pragma unroll
+  for (int n = 0; n < kD / 8; ++n) {
+    const int c = n * 8 + (lane % 4) * 2;
+    if (c < d)
+      *reinterpret_cast<uint32_t*>(dst + row * d + c) =
+          pack_pair<T>(acc[n][2 * r] * factor, acc[n][2 * r + 1] * factor);
+  }
+}
+
+template <typename T, int kD, bool kCausal>
+__global__ void __launch_bounds__(kMmaThreads)
+    attention_mma_kernel(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                         int64_t bh, int64_t L, int64_t S, int d, int64_t q_tiles, float scale_log2) {
+  constexpr int kStride = kMmaRowStride<kD>, kKeys = 64;
+  __shared__ alignas(16) uint16_t s_k[kKeys * kStride];
+  __shared__ alignas(16) uint16_t s_v[kKeys * kStride];  // the query tile first
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t head = blockIdx.x % bh;
+  const int64_t q0 = (q_tiles - 1 - blockIdx.x / bh) * kMmaRows;  // the longest causal rows first
+  const uint16_t* kh = k + head * S * d;
+  const uint16_t* vh = v + head * S * d;
+  load_mma_tile<kMmaRows, kD>(s_v, q + head * L * d, q0, L, d);
+  load_mma_tile<kKeys, kD>(s_k, kh, 0, S, d);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  uint32_t qa[kD / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) load_a<kD>(qa[kk], s_v, warp * 16, kk, lane);
+  __syncthreads();  // the query tile is in registers before the value tiles overwrite it
+
+  // Scores are kept in the log2 domain: x = s * scale * log2(e).
+  const int64_t row_base = q0 + warp * 16 + lane / 4;  // rows row_base and row_base + 8
+  const int64_t key_end = kCausal ? std::min(S, std::min(q0 + kMmaRows, L)) : S;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, o[kD / 8][4] = {};
+  for (int64_t kv0 = 0; kv0 < key_end; kv0 += kKeys) {
+    load_mma_tile<kKeys, kD>(s_v, vh, kv0, S, d);
+    cp_async_commit();
+    float s[kKeys / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk)
+#pragma unroll
+      for (int np = 0; np < kKeys / 16; ++np) mma_rows_transposed<T, kD>(s, qa[kk], s_k, 0, kk, np, lane);
+
+    const bool masked = kv0 + kKeys > S || (kCausal && kv0 + kKeys - 1 > q0);
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t row = row_base + (e / 2) * 8, col = kv0 + n * 8 + (lane % 4) * 2 + e % 2;
+        const float x = s[n][e] * scale_log2;
+        s[n][e] = masked && (col >= S || (kCausal && col > row)) ? -INFINITY : x;
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+      mx = fmaxf(mx, rtx_shfl_xor(mx, 1));
+      mx = fmaxf(mx, rtx_shfl_xor(mx, 2));
+      const float m_new = fmaxf(m[r], mx);
+      const float base = m_new == -INFINITY ? 0.f : m_new;
+      const float alpha = exp2f(m[r] - base);
+      m[r] = m_new;
+      l[r] *= alpha;
+#pragma unroll
+      for (int n = 0; n < kD / 8; ++n) {
+        o[n][2 * r] *= alpha;
+        o[n][2 * r + 1] *= alpha;
+      }
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n) {
+        s[n][2 * r] = exp2f(s[n][2 * r] - base);
+        s[n][2 * r + 1] = exp2f(s[n][2 * r + 1] - base);
+        l[r] += s[n][2 * r] + s[n][2 * r + 1];
+      }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the value tile is in place and every warp is done with the key tile
+    if (kv0 + kKeys < key_end) load_mma_tile<kKeys, kD>(s_k, kh, kv0 + kKeys, S, d);
+    cp_async_commit();
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      uint32_t pa[4];
+      accumulators_to_a<T>(pa, s, kk);
+#pragma unroll
+      for (int np = 0; np < kD / 16; ++np) mma_rows<T, kD>(o, pa, s_v, kk, np, lane);
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the next key tile is in place and every warp is done with the value tile
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float total = l[r];
+    total += rtx_shfl_xor(total, 1);
+    total += rtx_shfl_xor(total, 2);
+    const int64_t row = row_base + 8 * r;
+    if (row >= L) continue;
+    store_mma_row<T, kD>(out + head * L * d, o, r, 1.f / total, row, d, lane);
+    if (lane % 4 == 0) lse[head * L + row] = m[r] * kLn2 + logf(total);
+  }
+}
+
+// A block per key tile (a warp per 16 keys): dv = P^T g and dk = scale * dS^T q over the query tiles,
+// which stream through double-buffered shared tiles with their lse (log2 domain) and dl.
+template <typename T, int kD, bool kCausal>
+__global__ void __launch_bounds__(kMmaThreads)
+    attention_mma_dkdv_kernel(uint16_t* dk, uint16_t* dv, const uint16_t* g, const uint16_t* q, const uint16_t* k,
+                              const uint16_t* v, const float* lse, const float* dl, int64_t bh, int64_t L, int64_t S,
+                              int d, float scale, float scale_log2) {
+  constexpr int kStride = kMmaRowStride<kD>, kQ = kMmaStreamRows<kD>;
+  uint16_t* s_k = shared_as<uint16_t>();
+  uint16_t* s_v = s_k + kMmaRows * kStride;
+  uint16_t* s_q = s_v + kMmaRows * kStride;  // [2][kQ * kStride]
+  uint16_t* s_g = s_q + 2 * kQ * kStride;    // [2][kQ * kStride]
+  float* s_lse = reinterpret_cast<float*>(s_g + 2 * kQ * kStride);  // [2][kQ]
+  float* s_dl = s_lse + 2 * kQ;                                      // [2][kQ]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t head = blockIdx.x % bh;
+  const int64_t kv0 = blockIdx.x / bh * kMmaRows;  // the longest causal columns first
+  const uint16_t* qh = q + head * L * d;
+  const uint16_t* gh = g + head * L * d;
+  const auto load_queries = [&](int64_t q0, int buf) {
+    load_mma_tile<kQ, kD>(s_q + buf * kQ * kStride, qh, q0, L, d);
+    load_mma_tile<kQ, kD>(s_g + buf * kQ * kStride, gh, q0, L, d);
+    if (threadIdx.x < kQ) {
+      const int64_t row = q0 + threadIdx.x;
+      s_lse[buf * kQ + threadIdx.x] = row < L ? lse[head * L + row] * static_cast<float>(kLog2e) : INFINITY;
+      s_dl[buf * kQ + threadIdx.x] = row < L ? dl[head * L + row] : 0.f;
+    }
+  };
+  const int64_t q_begin = kCausal ? kv0 : 0;  // earlier queries see none of these keys
+  if (q_begin < L) {
+    load_mma_tile<kMmaRows, kD>(s_k, k + head * S * d, kv0, S, d);
+    load_mma_tile<kMmaRows, kD>(s_v, v + head * S * d, kv0, S, d);
+    load_queries(q_begin, 0);
+  }
+  cp_async_commit();
+
+  const int64_t key_base = kv0 + warp * 16 + lane / 4;  // keys key_base and key_base + 8
+  float acc_k[kD / 8][4] = {}, acc_v[kD / 8][4] = {};
+  int buf = 0;
+  for (int64_t q0 = q_begin; q0 < L; q0 += kQ, buf ^= 1) {
+    if (q0 + kQ < L) load_queries(q0 + kQ, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();  // this query tile is in place
+    const uint16_t* t_q = s_q + buf * kQ * kStride;
+    const uint16_t* t_g = s_g + buf * kQ * kStride;
+    const float* t_lse = s_lse + buf * kQ;
+    const float* t_dl = s_dl + buf * kQ;
+    // S^T = k q^T and dP^T = v g^T for this warp's keys.
+    float p[kQ / 8][4] = {}, ds[kQ / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      uint32_t ka[4], va[4];
+      load_a<kD>(ka, s_k, warp * 16, kk, lane);
+      load_a<kD>(va, s_v, warp * 16, kk, lane);
+#pragma unroll
+      for (int np = 0; np < kQ / 16; ++np) {
+        mma_rows_transposed<T, kD>(p, ka, t_q, 0, kk, np, lane);
+        mma_rows_transposed<T, kD>(ds, va, t_g, 0, kk, np, lane);
+      }
+    }
+    const bool masked = kCausal && q0 < kv0 + kMmaRows - 1;
+#pragma unroll
+    for (int n = 0; n < kQ / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = n * 8 + (lane % 4) * 2 + e % 2;
+        float x = exp2f(p[n][e] * scale_log2 - t_lse[i]);
+        if (masked && key_base + (e / 2) * 8 > q0 + i) x = 0.f;
+        p[n][e] = x;
+        ds[n][e] = x * (ds[n][e] - t_dl[i]);
+      }
+    // dv += P^T g, dk += dS^T q.
+#pragma unroll
+    for (int kk = 0; kk < kQ / 16; ++kk) {
+      uint32_t pa[4], dsa[4];
+      accumulators_to_a<T>(pa, p, kk);
+      accumulators_to_a<T>(dsa, ds, kk);
+#pragma unroll
+      for (int np = 0; np < kD / 16; ++np) {
+        mma_rows<T, kD>(acc_v, pa, t_g, kk, np, lane);
+        mma_rows<T, kD>(acc_k, dsa, t_q, kk, np, lane);
+      }
+    }
+    __syncthreads();  // every warp is done with this buffer before it is refilled
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t key = key_base + 8 * r;
+    if (key >= S) continue;
+    store_mma_row<T, kD>(dv + head * S * d, acc_v, r, 1.f, key, d, lane);
+    store_mma_row<T, kD>(dk + head * S * d, acc_k, r, scale, key, d, lane);
+  }
+}
+
+// A block per query tile (a warp per 16 queries): dq = scale * dS k over the key tiles, which stream
+// through double-buffered shared tiles.
+template <typename T, int kD, bool kCausal>
+__global__ void __launch_bounds__(kMmaThreads)
+    attention_mma_dq_kernel(uint16_t* dq, const uint16_t* g, const uint16_t* q, const uint16_t* k,
+                            const uint16_t* v, const float* lse, const float* dl, int64_t bh, int64_t L, int64_t S,
+                            int d, int64_t q_tiles, float scale, float scale_log2) {
+  constexpr int kStride = kMmaRowStride<kD>, kKeys = kMmaStreamRows<kD>;
+  uint16_t* s_q = shared_as<uint16_t>();
+  uint16_t* s_g = s_q + kMmaRows * kStride;
+  uint16_t* s_k = s_g + kMmaRows * kStride;  // [2][kKeys * kStride]
+  uint16_t* s_v = s_k + 2 * kKeys * kStride;  // [2][kKeys * kStride]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t head = blockIdx.x % bh;
+  const int64_t q0 = (q_tiles - 1 - blockIdx.x / bh) * kMmaRows;  // the longest causal rows first
+  const uint16_t* kh = k + head * S * d;
+  const uint16_t* vh = v + head * S * d;
+  const auto load_keys = [&](int64_t kv0, int buf) {
+    load_mma_tile<kKeys, kD>(s_k + buf * kKeys * kStride, kh, kv0, S, d);
+    load_mma_tile<kKeys, kD>(s_v + buf * kKeys * kStride, vh, kv0, S, d);
+  };
+  load_mma_tile<kMmaRows, kD>(s_q, q + head * L * d, q0, L, d);
+  load_mma_tile<kMmaRows, kD>(s_g, g + head * L * d, q0, L, d);
+  load_keys(0, 0);
+  cp_async_commit();
+
+  const int64_t row_base = q0 + warp * 16 + lane / 4;  // rows row_base and row_base + 8
+  float row_lse[2], row_dl[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t row = row_base + 8 * r;
+    row_lse[r] = row < L ? lse[head * L + row] * static_cast<float>(kLog2e) : INFINITY;  // P = 0 past the rows
+    row_dl[r] = row < L ? dl[head * L + row] : 0.f;
+  }
+  const int64_t key_end = kCausal ? std::min(S, std::min(q0 + kMmaRows, L)) : S;
+  float acc[kD / 8][4] = {};
+  int buf = 0;
+  for (int64_t kv0 = 0; kv0 < key_end; kv0 += kKeys, buf ^= 1) {
+    if (kv0 + kKeys < key_end) load_keys(kv0 + kKeys, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();  // this key tile is in place
+    const uint16_t* t_k = s_k + buf * kKeys * kStride;
+    const uint16_t* t_v = s_v + buf * kKeys * kStride;
+    // S = q k^T and dP = g v^T for this warp's rows.
+    float p[kKeys / 8][4] = {}, ds[kKeys / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      uint32_t qa[4], ga[4];
+      load_a<kD>(qa, s_q, warp * 16, kk, lane);
+      load_a<kD>(ga, s_g, warp * 16, kk, lane);
+#pragma unroll
+      for (int np = 0; np < kKeys / 16; ++np) {
+        mma_rows_transposed<T, kD>(p, qa, t_k, 0, kk, np, lane);
+        mma_rows_transposed<T, kD>(ds, ga, t_v, 0, kk, np, lane);
+      }
+    }
+    const bool masked = kv0 + kKeys > S || (kCausal && kv0 + kKeys - 1 > q0);
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t row = row_base + (e / 2) * 8, col = kv0 + n * 8 + (lane % 4) * 2 + e % 2;
+        float x = exp2f(p[n][e] * scale_log2 - row_lse[e / 2]);
+        if (masked && (col >= S || (kCausal && col > row))) x = 0.f;
+        ds[n][e] = x * (ds[n][e] - row_dl[e / 2]);
+      }
+    // dq += dS k.
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      uint32_t dsa[4];
+      accumulators_to_a<T>(dsa, ds, kk);
+#pragma unroll
+      for (int np = 0; np < kD / 16; ++np) mma_rows<T, kD>(acc, dsa, t_k, kk, np, lane);
+    }
+    __syncthreads();  // every warp is done with this buffer before it is refilled
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t row = row_base + 8 * r;
+    if (row < L) store_mma_row<T, kD>(dq + head * L * d, acc, r, scale, row, d, lane);
+  }
+}
+
+template <typename T>
+const uint16_t* bits_of(const T* p) {
+  return reinterpret_cast<const uint16_t*>(p);
+}
+template <typename T>
+uint16_t* bits_of(T* p) {
+  return reinterpret_cast<uint16_t*>(p);
+}
+
+template <typename T>
+void mma_forward(const AttentionShape& sh, T* out, float* lse, const T* q, const T* k, const T* v, double scale,
+                 bool causal, cudaStream_t stream) {
+  const int64_t q_tiles = ceil_div(sh.L, kMmaRows);
+  with_padded_head_dim(sh.d, [&](auto head_dim) {
+    constexpr int kD = decltype(head_dim)::value;
+    with_causal(causal, [&](auto causal_tag) {
+      constexpr bool kCausal = decltype(causal_tag)::value;
+      attention_mma_kernel<T, kD, kCausal><<<static_cast<unsigned>(q_tiles * sh.bh), kMmaThreads, 0, stream>>>(
+          bits_of(out), lse, bits_of(q), bits_of(k), bits_of(v), sh.bh, sh.L, sh.S, static_cast<int>(sh.d), q_tiles,
+          static_cast<float>(scale * kLog2e));
+      RTX_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+template <typename T>
+void mma_backward(const AttentionShape& sh, T* dq, T* dk, T* dv, const T* g, const T* q, const T* k, const T* v,
+                  const float* lse, const float* dl, double scale, bool causal, cudaStream_t stream) {
+  const int64_t q_tiles = ceil_div(sh.L, kMmaRows), k_tiles = ceil_div(sh.S, kMmaRows);
+  const auto s = static_cast<float>(scale), s_log2 = static_cast<float>(scale * kLog2e);
+  const int d = static_cast<int>(sh.d);
+  with_padded_head_dim(sh.d, [&](auto head_dim) {
+    constexpr int kD = decltype(head_dim)::value;
+    with_causal(causal, [&](auto causal_tag) {
+      constexpr bool kCausal = decltype(causal_tag)::value;
+      const size_t bytes = mma_backward_shared_bytes(kD);
+      allow_shared_memory(attention_mma_dkdv_kernel<T, kD, kCausal>, bytes);
+      attention_mma_dkdv_kernel<T, kD, kCausal><<<static_cast<unsigned>(k_tiles * sh.bh), kMmaThreads, bytes, stream>>>(
+          bits_of(dk), bits_of(dv), bits_of(g), bits_of(q), bits_of(k), bits_of(v), lse, dl, sh.bh, sh.L, sh.S, d, s,
+          s_log2);
+      RTX_CUDA_CHECK_LAUNCH();
+      allow_shared_memory(attention_mma_dq_kernel<T, kD, kCausal>, bytes);
+      attention_mma_dq_kernel<T, kD, kCausal><<<static_cast<unsigned>(q_tiles * sh.bh), kMmaThreads, bytes, stream>>>(
+          bits_of(dq), bits_of(g), bits_of(q), bits_of(k), bits_of(v), lse, dl, sh.bh, sh.L, sh.S, d, q_tiles, s,
+          s_log2);
+      RTX_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+#endif  // !__HIP_PLATFORM_AMD__
+
+// ---- path selection ------------------------------------------------------------------------------------
+
+enum class AttentionPath { kGeneric, kFloatTiles, kTensorCores };
+
+// Which kernels compute attention of T with this shape on `device`, whose operands (inputs and
+// outputs of 16-bit data) are `operands`. Returning kGeneric always is correct (and slow).
+template <typename T>
+AttentionPath attention_path(const AttentionShape& sh, std::initializer_list<const void*> operands, int device) {
+#if defined(__HIP_PLATFORM_AMD__)
+  (void)sh, (void)operands, (void)device;
+  return AttentionPath::kGeneric;
+#else
+  const int64_t rows = std::max(sh.L, sh.S);
+  if (sh.L == 0 || sh.S == 0 || sh.d > 128 || sh.bh * ceil_div(rows, 64) > INT_MAX) return AttentionPath::kGeneric;
+  int shared_optin = 0, major = 0;
+  RTX_CUDA_CHECK(cudaDeviceGetAttribute(&shared_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  RTX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  const int d_pad = sh.d <= 64 ? 64 : 128;
+  if constexpr (sizeof(T) == 2) {
+    const bool aligned = std::all_of(operands.begin(), operands.end(),
+                                     [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; });
+    if (sh.d % 8 == 0 && aligned && major >= 8 && mma_backward_shared_bytes(d_pad) <= static_cast<size_t>(shared_optin))
+      return AttentionPath::kTensorCores;
+  } else if constexpr (std::is_same_v<T, float>) {
+    if (std::max(float_dkdv_shared_bytes(d_pad), float_dq_shared_bytes(d_pad)) <= static_cast<size_t>(shared_optin))
+      return AttentionPath::kFloatTiles;
+  }
+  return AttentionPath::kGeneric;
+#endif
+}
+
+template <typename T>
+void forward(const AttentionShape& sh, T* out, opmath_t<T>* lse, const T* q, const T* k, const T* v, double scale,
+             bool causal, int device, cudaStream_t stream) {
+  switch (attention_path<T>(sh, {out, q, k, v}, device)) {
+#if !defined(__HIP_PLATFORM_AMD__)
+    case AttentionPath::kTensorCores:
+      if constexpr (sizeof(T) == 2) mma_forward<T>(sh, out, lse, q, k, v, scale, causal, stream);
+      return;
+    case AttentionPath::kFloatTiles:
+      if constexpr (std::is_same_v<T, float>) float_forward(sh, out, lse, q, k, v, scale, causal, stream);
+      return;
+#endif
+    default:
+      generic_forward<T>(sh, out, lse, q, k, v, scale, causal, stream);
+  }
+}
+
+template <typename T>
+void backward(const AttentionShape& sh, T* dq, T* dk, T* dv, const T* g, const T* q, const T* k, const T* v,
+              const opmath_t<T>* lse, const opmath_t<T>* dl, double scale, bool causal, int device,
+              cudaStream_t stream) {
+  switch (attention_path<T>(sh, {dq, dk, dv, g, q, k, v}, device)) {
+#if !defined(__HIP_PLATFORM_AMD__)
+    case AttentionPath::kTensorCores:
+      if constexpr (sizeof(T) == 2) mma_backward<T>(sh, dq, dk, dv, g, q, k, v, lse, dl, scale, causal, stream);
+      return;
+    case AttentionPath::kFloatTiles:
+      if constexpr (std::is_same_v<T, float>)
+        float_backward(sh, dq, dk, dv, g, q, k, v, lse, dl, scale, causal, stream);
+      return;
+#endif
+    default:
+      generic_backward<T>(sh, dq, dk, dv, g, q, k, v, lse, dl, scale, causal, stream);
+  }
+}
+
+void attention_cuda(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                    double scale, bool causal) {
+  const AttentionShape sh(q, k);
+  if (out.numel() == 0) return;
+  detail::KernelScope scope(q.device());
+  RTX_DISPATCH_FLOATS(q.dtype(), "attention", [&] {
+    using T = scalar_t;
+    forward<T>(sh, out.data_ptr<T>(), lse.data_ptr<opmath_t<T>>(), q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(),
+               scale, causal, q.device().index, scope.stream());
+  });
+}
+
+void attention_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,
+                             const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double scale,
+                             bool causal) {
+  const AttentionShape sh(q, k);
+  if (dq.numel() == 0 && dk.numel() == 0) return;
+  detail::KernelScope scope(q.device());
+  RTX_DISPATCH_FLOATS(q.dtype(), "attention_backward", [&] {
+    using T = scalar_t;
+    using acc_t = opmath_t<T>;
+    const T* gp = g.data_ptr<T>();
+    const Tensor dl_t = rtx::detail::make_tensor({sh.bh, sh.L}, lse.dtype(), q.device());
+    acc_t* dl = dl_t.data_ptr<acc_t>();
+    const int64_t rows = sh.bh * sh.L;
+    attention_row_dot_kernel<T>
+        <<<grid_stride_blocks(rows, kGenericWarps), kGenericWarps * kWarpSize, 0, scope.stream()>>>(
+            dl, gp, out.data_ptr<T>(), sh.d, rows);
+    RTX_CUDA_CHECK_LAUNCH();
+    backward<T>(sh, dq.data_ptr<T>(), dk.data_ptr<T>(), dv.data_ptr<T>(), gp, q.data_ptr<T>(), k.data_ptr<T>(),
+                v.data_ptr<T>(), lse.data_ptr<acc_t>(), dl, scale, causal, q.device().index, scope.stream());
+  });
+}
+
+}  // namespace
+
+void register_attention_kernels() {
+  kernels::attention_kernel.set(kCUDA, attention_cuda);
+  kernels::attention_backward_kernel.set(kCUDA, attention_backward_cuda);
+}
+
+}  // namespace rtx::cuda

@@ -1,0 +1,207 @@
+// Tests of scaled_dot_product_attention against naive float64 loops: causal and full, L != S, odd
+// and large head sizes, batch dims, non-contiguous inputs, bool and float masks (the composite path),
+// 16-bit and float32 inputs at sizes that cover the GPU kernels' tiles and tails; first and second
+// order gradients; the fused backward against the composite formula; bitwise reproducibility; errors.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "test_utils.h"
+
+namespace rtx::testing {
+namespace {
+
+class AttentionTest : public DeviceTest {};
+INSTANTIATE_DEVICE_TESTS(AttentionTest);
+
+struct Dims {
+  int64_t bh, L, S, D, Dv;
+};
+
+// softmax(q k^T * scale + mask) v per head; q [bh, L, D], k [bh, S, D], v [bh, S, Dv]; mask [L, S]
+// (added; -inf drops a key) or empty.
+std::vector<double> ref_attention(const std::vector<double>& q, const std::vector<double>& k,
+                                  const std::vector<double>& v, const Dims& d, bool causal, double scale,
+                                  const std::vector<double>& mask = {}) {
+  std::vector<double> out(d.bh * d.L * d.Dv, 0.0), s(d.S);
+  for (int64_t h = 0; h < d.bh; ++h)
+    for (int64_t i = 0; i < d.L; ++i) {
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < d.S; ++j) {
+        double dot = 0;
+        for (int64_t e = 0; e < d.D; ++e) dot += q[(h * d.L + i) * d.D + e] * k[(h * d.S + j) * d.D + e];
+        s[j] = dot * scale + (mask.empty() ? 0.0 : mask[i * d.S + j]);
+        if (causal && j > i) s[j] = -std::numeric_limits<double>::infinity();
+        m = std::max(m, s[j]);
+      }
+      double total = 0;
+      for (int64_t j = 0; j < d.S; ++j) total += std::exp(s[j] - m);
+      for (int64_t j = 0; j < d.S; ++j)
+        for (int64_t e = 0; e < d.Dv; ++e)
+          out[(h * d.L + i) * d.Dv + e] += std::exp(s[j] - m) / total * v[(h * d.S + j) * d.Dv + e];
+    }
+  return out;
+}
+
+Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  return scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal);
+}
+
+// The causal mask as a bool tensor: the same math through the composite path.
+Tensor causal_mask(int64_t L, int64_t S, Device dev) { return tril(ones({L, S}, TensorOptions(kBool, dev))); }
+
+TEST_P(AttentionTest, MatchesReference) {
+  // {batch..., L, S, D}: L < S, L > S, odd head sizes, one key.
+  const std::vector<std::vector<int64_t>> cases = {{2, 3, 5, 7, 4}, {1, 2, 9, 4, 3}, {3, 6, 6, 5}, {2, 4, 1, 8}};
+  for (const auto& c : cases) {
+    const size_t n = c.size();
+    const Shape batch(c.begin(), c.end() - 3);
+    const Dims d{numel(batch), c[n - 3], c[n - 2], c[n - 1], c[n - 1]};
+    Shape qs = batch, ks = batch;
+    qs.insert(qs.end(), {d.L, d.D});
+    ks.insert(ks.end(), {d.S, d.D});
+    const auto qv = irregular(numel(qs), 1.0), kv = irregular(numel(ks), 2.0), vv = irregular(numel(ks), 3.0);
+    const Tensor q = make(qv, qs, dev()), k = make(kv, ks, dev()), v = make(vv, ks, dev());
+    for (bool causal : {false, true}) {
+      const double scale = 1.0 / std::sqrt(static_cast<double>(d.D));
+      EXPECT_TRUE(all_close(sdpa(q, k, v, causal), make(ref_attention(qv, kv, vv, d, causal, scale), qs)))
+          << ::testing::PrintToString(c) << " causal " << causal;
+      const Tensor scaled = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal, 0.3);
+      EXPECT_TRUE(all_close(scaled, make(ref_attention(qv, kv, vv, d, causal, 0.3), qs)));
+    }
+  }
+}
+
+TEST_P(AttentionTest, NonContiguousInputsAndValueWidth) {
+  // Heads split from [B, L, H, D] by a transpose, as in a transformer block.
+  const Dims d{2 * 3, 5, 5, 4, 4};
+  const auto base = irregular(2 * 5 * 3 * 4, 4.0);
+  const Tensor x = make(base, {2, 5, 3, 4}, dev()).transpose(1, 2);
+  const auto xv = values(x);
+  EXPECT_TRUE(all_close(sdpa(x, x, x, true), make(ref_attention(xv, xv, xv, d, true, 0.5), {2, 3, 5, 4})));
+  // A value width other than the key width (composite path).
+  const Dims w{1, 3, 4, 2, 5};
+  const auto qv = irregular(6, 1.0), kv = irregular(8, 2.0), vv = irregular(20, 3.0);
+  const Tensor out = sdpa(make(qv, {3, 2}, dev()), make(kv, {4, 2}, dev()), make(vv, {4, 5}, dev()), false);
+  EXPECT_TRUE(all_close(out, make(ref_attention(qv, kv, vv, w, false, 1.0 / std::sqrt(2.0)), {3, 5})));
+}
+
+TEST_P(AttentionTest, MasksMatchReference) {
+  const Dims d{2, 4, 6, 3, 3};
+  const auto qv = irregular(24, 1.0), kv = irregular(36, 2.0), vv = irregular(36, 3.0);
+  const Tensor q = make(qv, {2, 4, 3}, dev()), k = make(kv, {2, 6, 3}, dev()), v = make(vv, {2, 6, 3}, dev());
+  std::vector<double> keep(24), additive = irregular(24, 5.0), as_inf(24);
+  for (int64_t i = 0; i < 24; ++i) {
+    keep[i] = (i * 7) % 5 != 0 || i % 6 == 0;  // every row keeps key 0
+    as_inf[i] = keep[i] ? 0.0 : -std::numeric_limits<double>::infinity();
+  }
+  const double scale = 1.0 / std::sqrt(3.0);
+  const Tensor bool_mask = make(keep, {4, 6}, dev(), kBool);
+  EXPECT_TRUE(all_close(scaled_dot_product_attention(q, k, v, bool_mask),
+                        make(ref_attention(qv, kv, vv, d, false, scale, as_inf), {2, 4, 3})));
+  EXPECT_TRUE(all_close(scaled_dot_product_attention(q, k, v, make(additive, {4, 6}, dev())),
+                        make(ref_attention(qv, kv, vv, d, false, scale, additive), {2, 4, 3})));
+  // The causal flag and the explicit causal mask agree.
+  EXPECT_TRUE(all_close(sdpa(q, k, v, true), scaled_dot_product_attention(q, k, v, causal_mask(4, 6, dev()))));
+}
+
+TEST_P(AttentionTest, LowPrecisionMatchesFloat64AtKernelTileSizes) {
+  // Sizes past the GPU kernels' tiles, with tails: 130 rows, 200 keys, head sizes 64 and 128.
+  const std::vector<Dims> sizes = {{2, 130, 130, 64, 64}, {1, 70, 200, 128, 128}, {3, 33, 17, 40, 40}};
+  for (const Dims& d : sizes) {
+    for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
+      const Tensor q = make(smooth(d.bh * d.L * d.D, 1), {d.bh, d.L, d.D}, dev(), dt);
+      const Tensor k = make(smooth(d.bh * d.S * d.D, 2), {d.bh, d.S, d.D}, dev(), dt);
+      const Tensor v = make(smooth(d.bh * d.S * d.D, 3), {d.bh, d.S, d.D}, dev(), dt);
+      for (bool causal : {false, true}) {
+        const Tensor out = sdpa(q, k, v, causal);
+        EXPECT_EQ(out.dtype(), dt);
+        const auto ref = ref_attention(values(q), values(k), values(v), d, causal, 1.0 / std::sqrt(double(d.D)));
+        const double tol = dt == kFloat32 ? 2e-5 : dt == kFloat16 ? 4e-3 : 3e-2;
+        EXPECT_TRUE(all_close(out, make(ref, {d.bh, d.L, d.D}), tol, tol)) << dt << " L " << d.L << " causal " << causal;
+      }
+    }
+  }
+}
+
+TEST_P(AttentionTest, Gradients) {
+  for (bool causal : {false, true}) {
+    auto fn = [causal](const TensorList& in) { return TensorList{sdpa(in[0], in[1], in[2], causal)}; };
+    const TensorList in{leaf({2, 4, 3}, dev(), 1), leaf({2, 5, 3}, dev(), 2), leaf({2, 5, 3}, dev(), 3)};
+    EXPECT_TRUE(gradcheck(fn, in)) << "causal " << causal;
+    EXPECT_TRUE(gradgradcheck(fn, in)) << "causal " << causal;
+  }
+  // More queries than keys, batch dims, only some inputs requiring grad.
+  const Tensor k = make(smooth(2 * 2 * 3 * 2, 5), {2, 2, 3, 2}, dev());
+  auto fq = [&k](const TensorList& in) { return TensorList{sdpa(in[0], k, in[1], true)}; };
+  EXPECT_TRUE(gradcheck(fq, {leaf({2, 2, 6, 2}, dev(), 6), leaf({2, 2, 3, 2}, dev(), 7)}));
+  // Masked (composite) attention.
+  const Tensor mask = make({1, 0, 1, 1, 1, 0}, {2, 3}, dev(), kBool);
+  auto fm = [&mask](const TensorList& in) { return TensorList{scaled_dot_product_attention(in[0], in[1], in[2], mask)}; };
+  EXPECT_TRUE(gradcheck(fm, {leaf({2, 3}, dev(), 8), leaf({3, 3}, dev(), 9), leaf({3, 3}, dev(), 10)}));
+}
+
+TEST_P(AttentionTest, FusedBackwardMatchesCompositeFormula) {
+  const Dims d{2, 97, 80, 64, 64};
+  for (DType dt : {kFloat32, kBFloat16}) {
+    for (bool causal : {false, true}) {
+      TensorList fused, composite;
+      for (bool use_mask : {false, true}) {
+        const Tensor q = make(smooth(d.bh * d.L * d.D, 1), {d.bh, d.L, d.D}, dev(), dt).requires_grad_();
+        const Tensor k = make(smooth(d.bh * d.S * d.D, 2), {d.bh, d.S, d.D}, dev(), dt).requires_grad_();
+        const Tensor v = make(smooth(d.bh * d.S * d.D, 3), {d.bh, d.S, d.D}, dev(), dt).requires_grad_();
+        const Tensor g = make(smooth(d.bh * d.L * d.D, 4), {d.bh, d.L, d.D}, dev(), dt);
+        // The composite path in float64 is the reference.
+        const auto up = [&](const Tensor& t) { return use_mask ? t.to(kFloat64) : t; };
+        const Tensor mask = causal ? causal_mask(d.L, d.S, dev()) : ones({d.L, d.S}, TensorOptions(kBool, dev()));
+        Tensor out = use_mask ? scaled_dot_product_attention(up(q), up(k), up(v), mask) : sdpa(q, k, v, causal);
+        out.backward(up(g));
+        (use_mask ? composite : fused) = {q.grad(), k.grad(), v.grad()};
+      }
+      const double tol = dt == kFloat32 ? 1e-4 : 5e-2;
+      for (int i = 0; i < 3; ++i)
+        EXPECT_TRUE(all_close(fused[i], composite[i].to(dt), tol, tol)) << dt << " causal " << causal << " grad " << i;
+    }
+  }
+}
+
+TEST_P(AttentionTest, BitwiseReproducible) {
+  const Dims d{4, 150, 150, 64, 64};
+  for (DType dt : {kFloat32, kBFloat16}) {
+    TensorList first;
+    for (int run = 0; run < 2; ++run) {
+      const Tensor q = make(smooth(d.bh * d.L * d.D, 1), {d.bh, d.L, d.D}, dev(), dt).requires_grad_();
+      const Tensor k = make(smooth(d.bh * d.S * d.D, 2), {d.bh, d.S, d.D}, dev(), dt).requires_grad_();
+      const Tensor v = make(smooth(d.bh * d.S * d.D, 3), {d.bh, d.S, d.D}, dev(), dt).requires_grad_();
+      Tensor out = sdpa(q, k, v, true);
+      out.backward(make(smooth(d.bh * d.L * d.D, 4), {d.bh, d.L, d.D}, dev(), dt));
+      const TensorList now{out, q.grad(), k.grad(), v.grad()};
+      if (run == 0) first = now;
+      else
+        for (int i = 0; i < 4; ++i) EXPECT_TRUE(same_bytes(first[i], now[i])) << dt << " tensor " << i;
+    }
+  }
+}
+
+TEST_P(AttentionTest, Errors) {
+  const auto f32 = TensorOptions(kFloat32, dev());
+  const Tensor q = ones({2, 4, 8}, f32), k = ones({2, 5, 8}, f32);
+  EXPECT_TRUE(throws<ShapeError>([&] { sdpa(q, ones({2, 5, 7}, f32), k, false); },
+                                 "[scaled_dot_product_attention] expects query [..., L, E], key [..., S, E] and value "
+                                 "[..., S, Ev], got [2, 4, 8], [2, 5, 7] and [2, 5, 8]"));
+  EXPECT_TRUE(throws<ShapeError>([&] { sdpa(q, k, ones({2, 6, 8}, f32), false); }, "value [..., S, Ev]"));
+  EXPECT_TRUE(throws<ShapeError>([&] { sdpa(ones({8}, f32), k, k, false); }, "need at least 2 dims"));
+  EXPECT_TRUE(throws<DTypeError>([&] { sdpa(q, k.to(kFloat64), k, false); },
+                                 "query, key and value must share a dtype, got float32, float64 and float32"));
+  EXPECT_TRUE(throws<DTypeError>([&] { sdpa(ones({2, 3}, TensorOptions(kInt64, dev())), k, k, false); },
+                                 "[scaled_dot_product_attention] query must be a float tensor"));
+  EXPECT_TRUE(throws<ValueError>(
+      [&] { scaled_dot_product_attention(q, k, k, ones({4, 5}, TensorOptions(kBool, dev())), 0.0, true); },
+      "give attn_mask or is_causal, not both"));
+  EXPECT_TRUE(throws<ValueError>([&] { scaled_dot_product_attention(q, k, k, Tensor(), 1.0); },
+                                 "dropout_p must be in [0, 1), got 1"));
+}
+
+}  // namespace
+}  // namespace rtx::testing
