@@ -55,11 +55,13 @@ pip_install() {
 
 train() {
   # Checkpoints stay on the machine (GPT-2's are 1.5 GB); metrics, plots and logs go to $LOGS/runs.
+  # RTX_FASHION_MNIST_DIR and RTX_KJV_TEXT point at the data where the Debian packages are missing.
   local runs=/tmp/rtx-runs py=(env PYTHONPATH=build/gpu/python python3)
+  local mnist=(${RTX_FASHION_MNIST_DIR:+--data-dir "$RTX_FASHION_MNIST_DIR"}) text=(${RTX_KJV_TEXT:+--text "$RTX_KJV_TEXT"})
   rm -rf "$runs" && mkdir -p "$LOGS/runs" &&
-  "${py[@]}" -m rustytorch.train cnn --out "$runs/cnn" &&
-  "${py[@]}" -m rustytorch.train mlp --out "$runs/mlp" &&
-  "${py[@]}" -m rustytorch.train gpt --preset gpt2 --batch-size 8 --max-steps 300 --eval-every 150 --out "$runs/gpt2" &&
+  "${py[@]}" -m rustytorch.train cnn "${mnist[@]}" --out "$runs/cnn" &&
+  "${py[@]}" -m rustytorch.train mlp "${mnist[@]}" --out "$runs/mlp" &&
+  "${py[@]}" -m rustytorch.train gpt "${text[@]}" --preset gpt2 --batch-size 8 --max-steps 300 --eval-every 150 --out "$runs/gpt2" &&
   "${py[@]}" bench/python/train_throughput.py gpt --preset gpt2 --batch 8 &&
   "${py[@]}" bench/python/train_throughput.py mlp --batch 128 &&
   "${py[@]}" bench/python/train_throughput.py cnn --batch 128 &&

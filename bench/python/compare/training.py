@@ -103,14 +103,21 @@ def gpt_config(ctx):
 
 
 def gpt_models(ctx):
-    """{side: (model, AdamW)}, built once per run."""
+    """{side: (model, AdamW)} from the same initial weights and a fresh optimizer on every call, so
+    that each workload's agreement check starts where both libraries agree. The models are built once."""
+    from rustytorch.train import gpt
     if "gpt" not in ctx.cache:
-        from rustytorch.train import gpt
         config = gpt_config(ctx)[1]
         models = twin_models(ctx, lambda nn: gpt.gpt_class(nn, nn.functional)(config))
-        ctx.cache["gpt"] = {side.name: (models[side.name], side.lib.optim.AdamW(
-            gpt.parameter_groups(models[side.name], 0.1), lr=3e-4, betas=(0.9, 0.95))) for side in ctx.sides}
-    return ctx.cache["gpt"]
+        initial = {k: v.detach().cpu().numpy() for k, v in models["rustytorch"].state_dict().items()}
+        ctx.cache["gpt"] = (models, initial)
+    models, initial = ctx.cache["gpt"]
+    fresh = {}
+    for side in ctx.sides:
+        model = models[side.name]
+        model.load_state_dict({k: side.lib.from_numpy(v.copy()).to(side.device) for k, v in initial.items()})
+        fresh[side.name] = (model, side.lib.optim.AdamW(gpt.parameter_groups(model, 0.1), lr=3e-4, betas=(0.9, 0.95)))
+    return fresh
 
 
 def gpt_flops(model, tokens, context):
