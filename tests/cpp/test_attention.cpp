@@ -157,7 +157,9 @@ TEST_P(AttentionTest, FusedBackwardMatchesCompositeFormula) {
         const Tensor mask = causal ? causal_mask(d.L, d.S, dev()) : ones({d.L, d.S}, TensorOptions(kBool, dev()));
         Tensor out = use_mask ? scaled_dot_product_attention(up(q), up(k), up(v), mask) : sdpa(q, k, v, causal);
         out.backward(up(g));
-        (use_mask ? composite : fused) = {q.grad(), k.grad(), v.grad()};
+        const TensorList grads{q.grad(), k.grad(), v.grad()};
+        if (use_mask) composite = grads;
+        else fused = grads;
       }
       const double tol = dt == kFloat32 ? 1e-4 : 5e-2;
       for (int i = 0; i < 3; ++i)
