@@ -1,15 +1,17 @@
-// CPU kernels of fused attention (semantics in ops/nn_kernels.h). The forward walks each query row
-// once: scores into a row buffer, then the softmax-weighted sum of the value rows, keeping the row's
-// log-sum-exp. The backward recomputes each row's probabilities from it and accumulates the key and
-// value gradients of a head in that head's own buffers, heads split across threads: no two threads
-// write one element, and the sums run in a fixed order, so results do not depend on the thread count.
-// Math in the opmath type (float for 16-bit floats).
+// CPU kernels of fused attention (semantics in ops/nn_kernels.h), in blocks of kQueryBlock query
+// rows: the block's scores come from one GEMM against the keys it can see, each row's softmax is
+// taken in place (keeping its log-sum-exp), and one more GEMM weights the values. The backward
+// recomputes a block's probabilities from the log-sum-exp and gets dv, dp, dq and dk from four
+// GEMMs, accumulating dk and dv of a head in that head's own buffers. Heads (and, in the forward,
+// query blocks) are split across threads; GEMMs run single-threaded inside them, so results do not
+// depend on the thread count. Math in the opmath type (float for 16-bit floats).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
+#include "backend/cpu/blas.h"
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
@@ -20,19 +22,14 @@ namespace {
 
 using detail::opmath_t;
 
+constexpr int64_t kQueryBlock = 64;
+
 template <typename A>
 A dot(const A* a, const A* b, int64_t n) {
   A s = 0;
 #pragma omp simd reduction(+ : s)
   for (int64_t d = 0; d < n; ++d) s += a[d] * b[d];
   return s;
-}
-
-// y += alpha * x
-template <typename A>
-void axpy(A* y, A alpha, const A* x, int64_t n) {
-#pragma omp simd
-  for (int64_t d = 0; d < n; ++d) y[d] += alpha * x[d];
 }
 
 // Rows of T read as opmath values: the data itself when T is the opmath type, else a converted copy
@@ -59,36 +56,60 @@ class OpmathRows {
 
 int64_t keys_seen(int64_t i, int64_t s, bool causal) { return causal ? std::min(s, i + 1) : s; }
 
+// One block of query rows [r0, r0 + rows) of a head: the keys it sees (all, or up to the last
+// row's diagonal) and, per row, the count of keys not masked.
+struct QueryBlock {
+  int64_t r0, rows, keys;
+  QueryBlock(int64_t block, int64_t L, int64_t S, bool causal)
+      : r0(block * kQueryBlock), rows(std::min(kQueryBlock, L - block * kQueryBlock)),
+        keys(keys_seen(r0 + rows - 1, S, causal)) {}
+};
+
+// p[i, j] = exp(scores[i, j] - lse_i) over the keys row i sees, 0 past them (scores: [rows, keys]).
+template <typename A>
+void probabilities_from_lse(A* p, const QueryBlock& b, int64_t S, bool causal, const A* lse) {
+  for (int64_t i = 0; i < b.rows; ++i) {
+    A* row = p + i * b.keys;
+    const int64_t n = keys_seen(b.r0 + i, S, causal);
+    for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] - lse[b.r0 + i]);
+    std::fill(row + n, row + b.keys, A(0));
+  }
+}
+
 void attention_cpu(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                    double scale, bool causal) {
+  use_serial_blas();
   const int64_t bh = q.size(0), L = q.size(1), S = k.size(1), D = q.size(2);
+  const int64_t blocks = (L + kQueryBlock - 1) / kQueryBlock;
   RTX_DISPATCH_FLOATS(q.dtype(), "scaled_dot_product_attention", [&] {
     using T = scalar_t;
     using A = opmath_t<T>;
     const T *qp = q.data_ptr<T>(), *kp = k.data_ptr<T>(), *vp = v.data_ptr<T>();
     T* op = out.data_ptr<T>();
     A* lp = lse.data_ptr<A>();
-    parallel_for(bh, 1, [&](int64_t h0, int64_t h1) {
-      std::vector<A> scores(S), acc(D);
-      for (int64_t h = h0; h < h1; ++h) {
-        const OpmathRows<T> qs(qp + h * L * D, L, D), ks(kp + h * S * D, S, D), vs(vp + h * S * D, S, D);
-        for (int64_t i = 0; i < L; ++i) {
-          const int64_t n = keys_seen(i, S, causal);
-          A m = -std::numeric_limits<A>::infinity();
-          for (int64_t j = 0; j < n; ++j) {
-            scores[j] = static_cast<A>(scale) * dot(qs.row(i), ks.row(j), D);
-            m = std::max(m, scores[j]);
-          }
-          std::fill(acc.begin(), acc.end(), A(0));
+    parallel_for(bh * blocks, 1, [&](int64_t w0, int64_t w1) {
+      std::vector<A> scores(kQueryBlock * S), acc(kQueryBlock * D);
+      for (int64_t w = w0; w < w1; ++w) {
+        const int64_t h = w / blocks;
+        const QueryBlock b(w % blocks, L, S, causal);
+        const OpmathRows<T> qs(qp + (h * L + b.r0) * D, b.rows, D), ks(kp + h * S * D, b.keys, D),
+            vs(vp + h * S * D, b.keys, D);
+        serial_gemm(false, true, b.rows, b.keys, D, static_cast<A>(scale), qs.row(0), D, ks.row(0), D, A(0),
+                    scores.data(), b.keys);
+        A* row_lse = lp + h * L;
+        for (int64_t i = 0; i < b.rows; ++i) {
+          const A* row = scores.data() + i * b.keys;
+          row_lse[b.r0 + i] = *std::max_element(row, row + keys_seen(b.r0 + i, S, causal));
+        }
+        probabilities_from_lse(scores.data(), b, S, causal, row_lse);  // exp(s - max) for now
+        serial_gemm(false, false, b.rows, D, b.keys, A(1), scores.data(), b.keys, vs.row(0), D, A(0), acc.data(), D);
+        for (int64_t i = 0; i < b.rows; ++i) {
+          const A* p = scores.data() + i * b.keys;
           A total = 0;
-          for (int64_t j = 0; j < n; ++j) {
-            const A p = std::exp(scores[j] - m);
-            total += p;
-            axpy(acc.data(), p, vs.row(j), D);
-          }
-          T* o = op + (h * L + i) * D;
-          for (int64_t d = 0; d < D; ++d) o[d] = static_cast<T>(acc[d] / total);
-          lp[h * L + i] = m + std::log(total);
+          for (int64_t j = 0; j < b.keys; ++j) total += p[j];
+          T* o = op + (h * L + b.r0 + i) * D;
+          for (int64_t d = 0; d < D; ++d) o[d] = static_cast<T>(acc[i * D + d] / total);
+          row_lse[b.r0 + i] += std::log(total);
         }
       }
     });
@@ -98,39 +119,44 @@ void attention_cpu(const Tensor& out, const Tensor& lse, const Tensor& q, const 
 void attention_backward_cpu(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,
                             const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double scale,
                             bool causal) {
+  use_serial_blas();
   const int64_t bh = q.size(0), L = q.size(1), S = k.size(1), D = q.size(2);
+  const int64_t blocks = (L + kQueryBlock - 1) / kQueryBlock;
   RTX_DISPATCH_FLOATS(q.dtype(), "scaled_dot_product_attention_backward", [&] {
     using T = scalar_t;
     using A = opmath_t<T>;
     const A sc = static_cast<A>(scale);
     parallel_for(bh, 1, [&](int64_t h0, int64_t h1) {
-      std::vector<A> dq_row(D), dk_acc(S * D), dv_acc(S * D);
+      std::vector<A> p(kQueryBlock * S), ds(kQueryBlock * S), dq_block(kQueryBlock * D), dk_acc(S * D),
+          dv_acc(S * D), g_dot_out(L);
       for (int64_t h = h0; h < h1; ++h) {
         const int64_t qo = h * L * D, ko = h * S * D;
         const OpmathRows<T> qs(q.data_ptr<T>() + qo, L, D), ks(k.data_ptr<T>() + ko, S, D),
             vs(v.data_ptr<T>() + ko, S, D), gs(g.data_ptr<T>() + qo, L, D), os(out.data_ptr<T>() + qo, L, D);
         const A* lp = lse.data_ptr<A>() + h * L;
+        for (int64_t i = 0; i < L; ++i) g_dot_out[i] = dot(gs.row(i), os.row(i), D);
         std::fill(dk_acc.begin(), dk_acc.end(), A(0));
         std::fill(dv_acc.begin(), dv_acc.end(), A(0));
         T* dqp = dq.data_ptr<T>() + qo;
-        for (int64_t i = 0; i < L; ++i) {
-          const A* qi = qs.row(i);
-          const A* gi = gs.row(i);
-          const A g_dot_out = dot(gi, os.row(i), D);
-          std::fill(dq_row.begin(), dq_row.end(), A(0));
-          for (int64_t j = 0, n = keys_seen(i, S, causal); j < n; ++j) {
-            const A p = std::exp(sc * dot(qi, ks.row(j), D) - lp[i]);
-            const A ds = p * (dot(gi, vs.row(j), D) - g_dot_out);
-            axpy(dv_acc.data() + j * D, p, gi, D);
-            axpy(dq_row.data(), ds, ks.row(j), D);
-            axpy(dk_acc.data() + j * D, ds, qi, D);
-          }
-          for (int64_t d = 0; d < D; ++d) dqp[i * D + d] = static_cast<T>(sc * dq_row[d]);
+        for (int64_t block = 0; block < blocks; ++block) {
+          const QueryBlock b(block, L, S, causal);
+          const A *qb = qs.row(b.r0), *gb = gs.row(b.r0);
+          serial_gemm(false, true, b.rows, b.keys, D, sc, qb, D, ks.row(0), D, A(0), p.data(), b.keys);
+          probabilities_from_lse(p.data(), b, S, causal, lp);
+          // dv += p^T g; dp = g v^T; ds = p (dp - <g, out>); dq = scale ds k; dk += scale ds^T q
+          serial_gemm(true, false, b.keys, D, b.rows, A(1), p.data(), b.keys, gb, D, A(1), dv_acc.data(), D);
+          serial_gemm(false, true, b.rows, b.keys, D, A(1), gb, D, vs.row(0), D, A(0), ds.data(), b.keys);
+          for (int64_t i = 0; i < b.rows; ++i)
+            for (int64_t j = 0; j < b.keys; ++j)
+              ds[i * b.keys + j] = p[i * b.keys + j] * (ds[i * b.keys + j] - g_dot_out[b.r0 + i]);
+          serial_gemm(false, false, b.rows, D, b.keys, sc, ds.data(), b.keys, ks.row(0), D, A(0), dq_block.data(), D);
+          serial_gemm(true, false, b.keys, D, b.rows, sc, ds.data(), b.keys, qb, D, A(1), dk_acc.data(), D);
+          for (int64_t e = 0; e < b.rows * D; ++e) dqp[b.r0 * D + e] = static_cast<T>(dq_block[e]);
         }
         T* dkp = dk.data_ptr<T>() + ko;
         T* dvp = dv.data_ptr<T>() + ko;
         for (int64_t e = 0; e < S * D; ++e) {
-          dkp[e] = static_cast<T>(sc * dk_acc[e]);
+          dkp[e] = static_cast<T>(dk_acc[e]);
           dvp[e] = static_cast<T>(dv_acc[e]);
         }
       }
