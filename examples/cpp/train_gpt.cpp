@@ -268,12 +268,6 @@ struct GptConfig {
   int64_t vocab, context, layers, heads, embd;
 };
 
-// True above the diagonal: position i may not attend to a later position j.
-Tensor causal_mask(int64_t length, rtx::Device device) {
-  const Tensor positions = rtx::arange(length, rtx::TensorOptions(rtx::kInt64, device));
-  return positions.unsqueeze(0) > positions.unsqueeze(1);
-}
-
 class CausalSelfAttention : public rtx::nn::Module {
  public:
   explicit CausalSelfAttention(const GptConfig& c) : heads_(c.heads) {
@@ -281,15 +275,14 @@ class CausalSelfAttention : public rtx::nn::Module {
     c_proj = register_module("c_proj", std::make_shared<rtx::nn::Linear>(c.embd, c.embd));
   }
 
-  // x [B, T, C] -> [B, T, C]: softmax(q k^T / sqrt(d) + causal mask) v per head, then the projection.
+  // x [B, T, C] -> [B, T, C]: causal softmax(q k^T / sqrt(d)) v per head (the library's fused
+  // attention), then the projection.
   Tensor forward(const Tensor& x) override {
     const int64_t batch = x.size(0), length = x.size(1), width = x.size(2), head_width = width / heads_;
     const rtx::TensorList qkv = rtx::split((*c_attn)(x), width, 2);
     const auto per_head = [&](const Tensor& t) { return t.reshape({batch, length, heads_, head_width}).transpose(1, 2); };
     const Tensor q = per_head(qkv[0]), k = per_head(qkv[1]), v = per_head(qkv[2]);
-    const Tensor scores = rtx::matmul(q, k.mT()) * (1.0 / std::sqrt(static_cast<double>(head_width)));
-    const Tensor masked = scores.masked_fill(causal_mask(length, x.device()), -std::numeric_limits<double>::infinity());
-    const Tensor attended = rtx::matmul(rtx::softmax(masked, -1), v);  // [B, heads, T, d]
+    const Tensor attended = rtx::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);  // [B, heads, T, d]
     return (*c_proj)(attended.transpose(1, 2).reshape({batch, length, width}));
   }
 
