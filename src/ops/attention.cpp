@@ -84,12 +84,14 @@ Tensor as_heads(const Tensor& t) {
   return t.view({-1, t.size(-2), t.size(-1)});
 }
 
-Tensor attention_fused(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal, double scale) {
-  const Tensor qc = detail::contiguous_raw(q), kc = detail::contiguous_raw(k), vc = detail::contiguous_raw(v);
+// The node records contiguous q, k and v (copies made through the recorded contiguous(), a no-op
+// for contiguous inputs), so its backward hands them to the kernel as they are.
+Tensor attention_fused(const Tensor& query, const Tensor& key, const Tensor& value, bool is_causal, double scale) {
+  const Tensor q = query.contiguous(), k = key.contiguous(), v = value.contiguous();
   Tensor out = detail::make_tensor(q.sizes(), q.dtype(), q.device());
   const int64_t bh = q.numel() / (q.size(-2) * q.size(-1));
   Tensor lse = detail::make_tensor({bh, q.size(-2)}, detail::acc_dtype(q.dtype()), q.device());
-  kernels::attention_kernel.get(q.device())(as_heads(out), lse, as_heads(qc), as_heads(kc), as_heads(vc), scale,
+  kernels::attention_kernel.get(q.device())(as_heads(out), lse, as_heads(q), as_heads(k), as_heads(v), scale,
                                             is_causal);
   if (auto node = autograd::make_node(kOp, q, k, v)) {
     node->save(q);
@@ -105,10 +107,9 @@ Tensor attention_fused(const Tensor& q, const Tensor& k, const Tensor& v, bool i
       Tensor dk = detail::make_tensor(k.sizes(), k.dtype(), k.device());
       Tensor dv = detail::make_tensor(v.sizes(), v.dtype(), v.device());
       const Tensor gc = detail::contiguous_raw(detail::cast(g, q.dtype()));
-      kernels::attention_backward_kernel.get(q.device())(
-          as_heads(dq), as_heads(dk), as_heads(dv), as_heads(gc), as_heads(detail::contiguous_raw(q)),
-          as_heads(detail::contiguous_raw(k)), as_heads(detail::contiguous_raw(v)), as_heads(s[3]), s[4], scale,
-          is_causal);
+      kernels::attention_backward_kernel.get(q.device())(as_heads(dq), as_heads(dk), as_heads(dv), as_heads(gc),
+                                                         as_heads(q), as_heads(k), as_heads(v), as_heads(s[3]), s[4],
+                                                         scale, is_causal);
       return TensorList{dq, dk, dv};
     });
     autograd::set_history(out, node);

@@ -132,6 +132,13 @@ TEST_P(AttentionTest, Gradients) {
     EXPECT_TRUE(gradcheck(fn, in)) << "causal " << causal;
     EXPECT_TRUE(gradgradcheck(fn, in)) << "causal " << causal;
   }
+  // Heads split by a transpose (non-contiguous inputs), first and second order.
+  auto ft = [](const TensorList& in) {
+    return TensorList{sdpa(in[0].transpose(0, 1), in[1].transpose(0, 1), in[2].transpose(0, 1), true)};
+  };
+  const TensorList tin{leaf({4, 2, 3}, dev(), 11), leaf({5, 2, 3}, dev(), 12), leaf({5, 2, 3}, dev(), 13)};
+  EXPECT_TRUE(gradcheck(ft, tin));
+  EXPECT_TRUE(gradgradcheck(ft, tin));
   // More queries than keys, batch dims, only some inputs requiring grad.
   const Tensor k = make(smooth(2 * 2 * 3 * 2, 5), {2, 2, 3, 2}, dev());
   auto fq = [&k](const TensorList& in) { return TensorList{sdpa(in[0], k, in[1], true)}; };
