@@ -249,6 +249,13 @@ struct RowFragment {
   // f(p, e) for every held element inside the row (one test per piece unless it straddles the end).
   template <typename F>
   __device__ __forceinline__ void for_each(int n, int lane, int lanes, const F& f) const {
+    if (first(P - 1, lane, lanes) + kVec <= n) {  // every piece inside the row: no tests
+#pragma unroll
+      for (int p = 0; p < P; ++p)
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) f(p, e);
+      return;
+    }
 #pragma unroll
     for (int p = 0; p < P; ++p) {
       const int j = first(p, lane, lanes);

@@ -657,8 +657,9 @@ TEST_P(NnTest, SoftmaxLongRowsAndStridedSlices) {
     Shape shape;
     int64_t dim;
   };
-  const std::vector<Case> cases{{{37, 33}, 1}, {{4, 700}, 1},  {{3, 5000}, 1},
-                                {{2, 20000}, 1}, {{2, 3000, 5}, 1}, {{3, 40, 33}, 1}};
+  // The last two launch thousands of blocks (one row per block, and groups of rows per block).
+  const std::vector<Case> cases{{{37, 33}, 1},     {{4, 700}, 1},    {{3, 5000}, 1},   {{2, 20000}, 1},
+                                {{2, 3000, 5}, 1}, {{3, 40, 33}, 1}, {{5000, 130}, 1}, {{10000, 40}, 1}};
   for (const Case& c : cases) {
     for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
       const Tensor x = make(irregular(numel(c.shape), 0.3), c.shape, dev(), dt);
@@ -694,7 +695,10 @@ TEST_P(NnTest, SoftmaxLongRowsAndStridedSlices) {
 // layer_norm forward (every float dtype) and backward (float32 against float64) for rows that fit a
 // warp, a block's registers or only a streamed block, and many rows for the weight and bias sums.
 TEST_P(NnTest, LayerNormLongRowsAndManyRows) {
-  for (const Shape& shape : {Shape{3, 33}, Shape{3, 700}, Shape{2, 5000}, Shape{2, 20000}, Shape{300, 40}}) {
+  // The last two launch thousands of blocks (one row per block, and groups of rows per block) and
+  // sum the weight and bias gradients over many chunks of rows.
+  for (const Shape& shape : {Shape{3, 33}, Shape{3, 700}, Shape{2, 5000}, Shape{2, 20000}, Shape{300, 40},
+                             Shape{5000, 130}, Shape{10000, 40}}) {
     const int64_t n = shape[1];
     for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
       const Tensor x = make(irregular(numel(shape), 0.3), shape, dev(), dt);
