@@ -2,9 +2,10 @@
 // sequence number first) once all their incoming gradients have arrived. Iterative throughout, so a
 // graph of any depth runs in constant stack. The engine, not the formulas, reduces a gradient to its
 // input's shape when broadcasting expanded it, and casts it to the input's dtype.
+#include <algorithm>
+#include <cstdint>
 #include <queue>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "autograd/accumulate_grad.h"
 #include "autograd/function.h"
@@ -29,6 +30,59 @@ class GraphRoot final : public Node {
 
 struct CompareSeq {
   bool operator()(Node* a, Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+};
+
+// Nodes a run makes room for up front: graphs up to this size never regrow the run's tables.
+constexpr size_t kTypicalNodes = 64;
+
+// The nodes of one backward run numbered 0, 1, ... in discovery order: a table with open addressing
+// (two arrays, not one allocation per node), so that the run's per-node state lives in vectors.
+class NodeIndex {
+ public:
+  // The index of node, numbering it if it is new; `added` tells which.
+  size_t insert(Node* node, bool* added) {
+    if (2 * (count_ + 1) > keys_.size()) grow();
+    size_t slot = home(node);
+    while (keys_[slot] != nullptr && keys_[slot] != node) slot = (slot + 1) & (keys_.size() - 1);
+    *added = keys_[slot] == nullptr;
+    if (*added) {
+      keys_[slot] = node;
+      values_[slot] = count_++;
+    }
+    return values_[slot];
+  }
+  // The index of a node inserted before (every node the run reaches is).
+  size_t at(Node* node) const {
+    size_t slot = home(node);
+    while (keys_[slot] != node) {
+      RTX_CHECK(keys_[slot] != nullptr, Error, "[backward] internal error: node '{}' was not indexed", node->name());
+      slot = (slot + 1) & (keys_.size() - 1);
+    }
+    return values_[slot];
+  }
+  size_t size() const { return count_; }
+
+ private:
+  size_t home(Node* node) const {
+    return static_cast<size_t>((reinterpret_cast<uintptr_t>(node) >> 4) * 0x9E3779B97F4A7C15ull) & (keys_.size() - 1);
+  }
+  void grow() {
+    std::vector<Node*> keys = std::move(keys_);
+    std::vector<size_t> values = std::move(values_);
+    keys_.assign(std::max<size_t>(2 * kTypicalNodes, 2 * keys.size()), nullptr);
+    values_.assign(keys_.size(), 0);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i] == nullptr) continue;
+      size_t slot = home(keys[i]);
+      while (keys_[slot] != nullptr) slot = (slot + 1) & (keys_.size() - 1);
+      keys_[slot] = keys[i];
+      values_[slot] = values[i];
+    }
+  }
+
+  std::vector<Node*> keys_;
+  std::vector<size_t> values_;
+  size_t count_ = 0;
 };
 
 Tensor conform_gradient(Tensor g, const InputMeta& meta, const Node& producer, size_t i) {
@@ -79,18 +133,27 @@ TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_
   auto graph_root = std::make_shared<GraphRoot>(std::move(root_edges), std::move(root_grads));
 
   // Dependencies and a post-order (children before parents), both without recursion.
-  std::unordered_map<Node*, int> deps;
+  NodeIndex index;
+  std::vector<int> deps;
   std::vector<Node*> post_order;
+  deps.reserve(kTypicalNodes);
+  post_order.reserve(kTypicalNodes);
   {
-    std::unordered_set<Node*> seen{graph_root.get()};
-    std::vector<std::pair<Node*, size_t>> stack{{graph_root.get(), 0}};
+    bool added = false;
+    index.insert(graph_root.get(), &added);
+    deps.push_back(0);
+    std::vector<std::pair<Node*, size_t>> stack;
+    stack.reserve(kTypicalNodes);
+    stack.emplace_back(graph_root.get(), 0);
     while (!stack.empty()) {
       auto& [node, next] = stack.back();
       if (next < node->next_edges().size()) {
         Node* child = node->next_edges()[next++].function.get();
         if (child == nullptr) continue;
-        ++deps[child];
-        if (seen.insert(child).second) stack.emplace_back(child, 0);
+        const size_t i = index.insert(child, &added);
+        if (added) deps.push_back(0);
+        ++deps[i];
+        if (added) stack.emplace_back(child, 0);
       } else {
         post_order.push_back(node);
         stack.pop_back();
@@ -100,9 +163,10 @@ TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_
 
   // For autograd::grad: which (node, input) pairs are captured, and which nodes must run.
   std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captures;
-  std::unordered_set<Node*> needed;
+  std::vector<char> needed;
   TensorList captured;
   if (capture != nullptr) {
+    needed.assign(index.size(), 0);
     captured.resize(capture->size());
     for (size_t i = 0; i < capture->size(); ++i)
       if ((*capture)[i].valid()) captures[(*capture)[i].function.get()].emplace_back((*capture)[i].input_nr, i);
@@ -110,9 +174,9 @@ TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_
       bool need = false;
       for (const auto& e : n->next_edges()) {
         Node* c = e.function.get();
-        need = need || (c != nullptr && (needed.count(c) || captures.count(c)));
+        need = need || (c != nullptr && (needed[index.at(c)] || captures.count(c)));
       }
-      if (need) needed.insert(n);
+      needed[index.at(n)] = need;
     }
   }
 
@@ -123,8 +187,7 @@ TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_
     ~Restore() { set_grad_enabled(prev); }
   } restore{prev_grad_mode};
 
-  std::unordered_map<Node*, TensorList> buffers;
-  buffers.reserve(post_order.size());
+  std::vector<TensorList> buffers(index.size());  // gradients arrived at each node's inputs
   std::priority_queue<Node*, std::vector<Node*>, CompareSeq> ready;
   ready.push(graph_root.get());
   // Keeps nodes alive while they run even if the user dropped every tensor referring to them.
@@ -135,11 +198,7 @@ TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
-    TensorList inputs;
-    if (auto it = buffers.find(node); it != buffers.end()) {
-      inputs = std::move(it->second);
-      buffers.erase(it);
-    }
+    TensorList inputs = std::move(buffers[index.at(node)]);
     inputs.resize(node->input_meta().size());
     for (uint32_t i = 0; i < inputs.size(); ++i)
       if (inputs[i].defined()) inputs[i] = node->run_hooks(i, std::move(inputs[i]));
@@ -150,7 +209,7 @@ TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_
           const Tensor& g = inputs[input_nr];
           captured[idx] = captured[idx].defined() && g.defined() ? captured[idx] + g : (g.defined() ? g : captured[idx]);
         }
-      if (!needed.count(node)) continue;
+      if (!needed[index.at(node)]) continue;
     }
 
     bool any_grad = node == graph_root.get();
@@ -168,12 +227,12 @@ TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_
       if (i < outputs.size() && outputs[i].defined()) {
         Tensor g = conform_gradient(std::move(outputs[i]), child->input_meta()[e.input_nr], *node, i);
         if (anomaly) check_backward_anomaly(g, *node, i);
-        TensorList& buf = buffers[child];
+        TensorList& buf = buffers[index.at(child)];
         if (buf.size() < child->input_meta().size()) buf.resize(child->input_meta().size());
         Tensor& slot = buf[e.input_nr];
         slot = slot.defined() ? slot + g : std::move(g);
       }
-      if (--deps[child] == 0) {
+      if (--deps[index.at(child)] == 0) {
         keep_alive.push_back(e.function);
         ready.push(child);
       }
