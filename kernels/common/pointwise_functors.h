@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -16,6 +17,41 @@ template <typename T>
 RTX_INLINE bool is_nan(T x) {
   if constexpr (std::is_floating_point_v<T>) return x != x;
   else return false;
+}
+
+// ---- tanh -------------------------------------------------------------------------------------
+// The host's float tanh: straight-line arithmetic that the compiler vectorizes (the C library's
+// tanhf is a call per element), within 2 ulp of the exact value. |x| < 0.625 takes an odd polynomial (fitted to
+// tanh(a) / a in a^2), larger ones 1 - 2 / (e^2|x| + 1) with e^y from a degree-6 polynomial on
+// y - n ln 2 scaled by 2^n; the sign is copied back, so tanh(-0) is -0 and NaN stays NaN.
+inline float host_tanhf(float x) {
+  float a = std::fabs(x);
+  const float z = a * a;
+  const float small = a * (1.0f + z * (-0.33333274722099304f + z * (0.1333136111497879f + z * (-0.053735554218292236f +
+                                       z * (0.020629500970244408f + z * -0.0056967646814882755f)))));
+  // e^y for y = 2a clamped to [0, 20] (tanh rounds to 1 from 9.1 on): y = n ln 2 + r, |r| <= ln 2 / 2.
+  const float y = 2.0f * a < 20.0f ? 2.0f * a : 20.0f;  // NaN takes 20 (the result is NaN below)
+  const float n = (y * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  const float r = (y - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
+  const float p = 1.0f + r * (1.0f + r * (0.5f + r * (0.16666667f + r * (0.041666668f + r * (0.008333334f + r * 0.0013888889f)))));
+  const int32_t scale_bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &scale_bits, sizeof(scale));
+  const float large = 1.0f - 2.0f / (p * scale + 1.0f);
+  a = a < 0.625f ? small : large;
+  a = x != x ? x : a;
+  return std::copysign(a, x);
+}
+
+// std::tanh(x), with host_tanhf for float on the host.
+template <typename T>
+RTX_INLINE auto tanh_of(T x) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return std::tanh(x);
+#else
+  if constexpr (std::is_same_v<T, float>) return host_tanhf(x);
+  else return std::tanh(x);
+#endif
 }
 
 // ---- unary ------------------------------------------------------------------------------------
@@ -100,7 +136,7 @@ struct Sigmoid {
   template <typename T> RTX_INLINE T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); }
 };
 struct Tanh {
-  template <typename T> RTX_INLINE T operator()(T x) const { return std::tanh(x); }
+  template <typename T> RTX_INLINE T operator()(T x) const { return tanh_of(x); }
 };
 struct Silu {
   template <typename T> RTX_INLINE T operator()(T x) const { return x / (T(1) + std::exp(-x)); }
@@ -118,7 +154,7 @@ struct Gelu {
 struct GeluTanh {
   template <typename T> RTX_INLINE T operator()(T x) const {
     const T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
-    return T(0.5) * x * (T(1) + std::tanh(inner));
+    return T(0.5) * x * (T(1) + tanh_of(inner));
   }
 };
 // g * d gelu(x) / dx, exact: Phi(x) + x phi(x).
@@ -133,7 +169,7 @@ struct GeluBackward {
 struct GeluTanhBackward {
   template <typename T> RTX_INLINE T operator()(T g, T x) const {
     const T k = T(0.79788456080286535588);
-    const T t = std::tanh(k * (x + T(0.044715) * x * x * x));
+    const T t = tanh_of(k * (x + T(0.044715) * x * x * x));
     return g * (T(0.5) * (T(1) + t) + T(0.5) * k * x * (T(1) - t * t) * (T(1) + T(3 * 0.044715) * x * x));
   }
 };

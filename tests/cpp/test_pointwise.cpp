@@ -771,6 +771,38 @@ TEST_P(PointwiseTest, NaNPropagation) {
   }
 }
 
+// float32 tanh over a dense sweep (both polynomial ranges, the switch between them, saturation,
+// subnormals) within 2 ulp of the exact value, odd, and exact at the special values.
+TEST_P(PointwiseTest, TanhFloat32WithinTwoUlp) {
+  std::vector<double> v;
+  for (double a = 1e-30; a < 12; a *= 1.0007) v.push_back(a);
+  for (int i = 0; i <= 20000; ++i) v.push_back(1.25 * i / 20000);  // around 0.625, the switch
+  const size_t n = v.size();
+  for (size_t i = 0; i < n; ++i) v.push_back(-v[i]);
+  const Tensor x = make(v, {static_cast<int64_t>(v.size())}, dev(), kFloat32);
+  const std::vector<double> xs = values(x), ys = values(tanh(x));
+  double worst = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double exact = std::tanh(xs[i]);
+    const float rounded = static_cast<float>(exact);
+    const double ulp = std::nextafter(std::fabs(rounded), INFINITY) - std::fabs(rounded);
+    worst = std::max(worst, std::fabs(ys[i] - exact) / ulp);
+    if (i < n) {
+      EXPECT_EQ(ys[i], -ys[i + n]) << xs[i];
+    }
+  }
+  EXPECT_LE(worst, 2.0);
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor special = make({0.0, -0.0, inf, -inf, NAN, 1e-40}, {6}, dev(), kFloat32);
+  const std::vector<double> s = values(tanh(special));
+  EXPECT_EQ(s[0], 0.0);
+  EXPECT_TRUE(std::signbit(s[1]));
+  EXPECT_EQ(s[2], 1.0);
+  EXPECT_EQ(s[3], -1.0);
+  EXPECT_TRUE(std::isnan(s[4]));
+  EXPECT_EQ(s[5], values(special)[5]);  // tanh(x) = x for subnormal x
+}
+
 // ---- ops with parameters ------------------------------------------------------------------------
 
 double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
