@@ -772,8 +772,9 @@ TEST_P(PointwiseTest, NaNPropagation) {
 }
 
 // float32 tanh over a dense sweep (both polynomial ranges, the switch between them, saturation,
-// subnormals) within 2 ulp of the exact value, odd, and exact at the special values.
-TEST_P(PointwiseTest, TanhFloat32WithinTwoUlp) {
+// subnormals) within 2.5 ulp of the exact value (the CPU's host_tanhf: 1.72; CUDA documents 2 ulp
+// from the correctly rounded result), odd, and exact at the special values.
+TEST_P(PointwiseTest, TanhFloat32Accuracy) {
   std::vector<double> v;
   for (double a = 1e-30; a < 12; a *= 1.0007) v.push_back(a);
   for (int i = 0; i <= 20000; ++i) v.push_back(1.25 * i / 20000);  // around 0.625, the switch
@@ -791,7 +792,7 @@ TEST_P(PointwiseTest, TanhFloat32WithinTwoUlp) {
       EXPECT_EQ(ys[i], -ys[i + n]) << xs[i];
     }
   }
-  EXPECT_LE(worst, 2.0);
+  EXPECT_LE(worst, 2.5);
   const double inf = std::numeric_limits<double>::infinity();
   const Tensor special = make({0.0, -0.0, inf, -inf, NAN, 1e-40}, {6}, dev(), kFloat32);
   const std::vector<double> s = values(tanh(special));
