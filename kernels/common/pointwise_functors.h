@@ -21,9 +21,10 @@ RTX_INLINE bool is_nan(T x) {
 
 // ---- tanh -------------------------------------------------------------------------------------
 // The host's float tanh: straight-line arithmetic that the compiler vectorizes (the C library's
-// tanhf is a call per element), within 2 ulp of the exact value. |x| < 0.625 takes an odd polynomial (fitted to
-// tanh(a) / a in a^2), larger ones 1 - 2 / (e^2|x| + 1) with e^y from a degree-6 polynomial on
-// y - n ln 2 scaled by 2^n; the sign is copied back, so tanh(-0) is -0 and NaN stays NaN.
+// tanhf is a call per element), within 2 ulp of the exact value. |x| < 0.625 takes an odd
+// polynomial (fitted to tanh(a) / a in a^2), larger ones 1 - 2 / (e^2|x| + 1) with e^y from a
+// degree-6 polynomial on y - n ln 2 scaled by 2^n; the sign is copied back, so tanh(-0) is -0 and
+// NaN stays NaN.
 inline float host_tanhf(float x) {
   float a = std::fabs(x);
   const float z = a * a;
@@ -33,7 +34,8 @@ inline float host_tanhf(float x) {
   const float y = 2.0f * a < 20.0f ? 2.0f * a : 20.0f;  // NaN takes 20 (the result is NaN below)
   const float n = (y * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
   const float r = (y - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
-  const float p = 1.0f + r * (1.0f + r * (0.5f + r * (0.16666667f + r * (0.041666668f + r * (0.008333334f + r * 0.0013888889f)))));
+  const float p =
+      1.0f + r * (1.0f + r * (0.5f + r * (0.16666667f + r * (0.041666668f + r * (0.008333334f + r * 0.0013888889f)))));
   const int32_t scale_bits = (static_cast<int32_t>(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &scale_bits, sizeof(scale));

@@ -42,8 +42,7 @@ class NodeIndex {
   // The index of node, numbering it if it is new; `added` tells which.
   size_t insert(Node* node, bool* added) {
     if (2 * (count_ + 1) > keys_.size()) grow();
-    size_t slot = home(node);
-    while (keys_[slot] != nullptr && keys_[slot] != node) slot = (slot + 1) & (keys_.size() - 1);
+    const size_t slot = slot_of(node);
     *added = keys_[slot] == nullptr;
     if (*added) {
       keys_[slot] = node;
@@ -53,28 +52,28 @@ class NodeIndex {
   }
   // The index of a node inserted before (every node the run reaches is).
   size_t at(Node* node) const {
-    size_t slot = home(node);
-    while (keys_[slot] != node) {
-      RTX_CHECK(keys_[slot] != nullptr, Error, "[backward] internal error: node '{}' was not indexed", node->name());
-      slot = (slot + 1) & (keys_.size() - 1);
-    }
+    const size_t slot = slot_of(node);
+    RTX_CHECK(keys_[slot] == node, Error, "[backward] internal error: node '{}' was not indexed", node->name());
     return values_[slot];
   }
   size_t size() const { return count_; }
 
  private:
-  size_t home(Node* node) const {
-    return static_cast<size_t>((reinterpret_cast<uintptr_t>(node) >> 4) * 0x9E3779B97F4A7C15ull) & (keys_.size() - 1);
+  // The slot holding node, or the empty one where it would go (the table is never full).
+  size_t slot_of(Node* node) const {
+    const size_t mask = keys_.size() - 1;
+    size_t slot = static_cast<size_t>((reinterpret_cast<uintptr_t>(node) >> 4) * 0x9E3779B97F4A7C15ull) & mask;
+    while (keys_[slot] != nullptr && keys_[slot] != node) slot = (slot + 1) & mask;
+    return slot;
   }
   void grow() {
-    std::vector<Node*> keys = std::move(keys_);
-    std::vector<size_t> values = std::move(values_);
+    const std::vector<Node*> keys = std::move(keys_);
+    const std::vector<size_t> values = std::move(values_);
     keys_.assign(std::max<size_t>(2 * kTypicalNodes, 2 * keys.size()), nullptr);
     values_.assign(keys_.size(), 0);
     for (size_t i = 0; i < keys.size(); ++i) {
       if (keys[i] == nullptr) continue;
-      size_t slot = home(keys[i]);
-      while (keys_[slot] != nullptr) slot = (slot + 1) & (keys_.size() - 1);
+      const size_t slot = slot_of(keys[i]);
       keys_[slot] = keys[i];
       values_[slot] = values[i];
     }
@@ -151,9 +150,11 @@ TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_
         Node* child = node->next_edges()[next++].function.get();
         if (child == nullptr) continue;
         const size_t i = index.insert(child, &added);
-        if (added) deps.push_back(0);
+        if (added) {
+          deps.push_back(0);
+          stack.emplace_back(child, 0);  // invalidates node and next: the loop rereads them
+        }
         ++deps[i];
-        if (added) stack.emplace_back(child, 0);
       } else {
         post_order.push_back(node);
         stack.pop_back();
@@ -224,15 +225,16 @@ TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_
       const Edge& e = edges[i];
       if (!e.valid()) continue;
       Node* child = e.function.get();
+      const size_t c = index.at(child);
       if (i < outputs.size() && outputs[i].defined()) {
         Tensor g = conform_gradient(std::move(outputs[i]), child->input_meta()[e.input_nr], *node, i);
         if (anomaly) check_backward_anomaly(g, *node, i);
-        TensorList& buf = buffers[index.at(child)];
+        TensorList& buf = buffers[c];
         if (buf.size() < child->input_meta().size()) buf.resize(child->input_meta().size());
         Tensor& slot = buf[e.input_nr];
         slot = slot.defined() ? slot + g : std::move(g);
       }
-      if (--deps[index.at(child)] == 0) {
+      if (--deps[c] == 0) {
         keep_alive.push_back(e.function);
         ready.push(child);
       }
