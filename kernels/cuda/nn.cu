@@ -21,7 +21,7 @@ namespace {
 
 // ---- softmax ------------------------------------------------------------------------------------
 
-template <typename T, int P>
+template <typename T, int P, bool kTiled>
 __global__ void __launch_bounds__(kMaxRowBlock)
     softmax_rows_kernel(T* out, const T* x, int64_t rows, int64_t n, int lanes, bool vectorized, bool log) {
   using acc_t = opmath_t<T>;
@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(kMaxRowBlock)
   for_each_row(rows, lanes, [&](int64_t row, int lane) {
     const int len = row < 0 ? 0 : static_cast<int>(n);
     const int64_t off = row < 0 ? 0 : row * n;
-    RowFragment<T, P> f;
+    RowFragment<T, P, kTiled> f;
     f.load(x + off, len, lane, lanes, vectorized);
     acc_t m = neg_inf<T>();
     f.for_each(len, lane, lanes, [&](int p, int e) { m = MaxOp{}(m, f.at(p, e)); });
@@ -94,7 +94,7 @@ __device__ __forceinline__ opmath_t<T> softmax_grad(opmath_t<T> g, opmath_t<T> y
   return log ? g - exp_of<T>(y) * dot : y * (g - dot);
 }
 
-template <typename T, int P>
+template <typename T, int P, bool kTiled>
 __global__ void __launch_bounds__(kMaxRowBlock)
     softmax_backward_rows_kernel(T* gx, const T* g, const T* y, int64_t rows, int64_t n, int lanes, bool vectorized,
                                  bool log) {
@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kMaxRowBlock)
   for_each_row(rows, lanes, [&](int64_t row, int lane) {
     const int len = row < 0 ? 0 : static_cast<int>(n);
     const int64_t off = row < 0 ? 0 : row * n;
-    RowFragment<T, P> gf, yf;
+    RowFragment<T, P, kTiled> gf, yf;
     gf.load(g + off, len, lane, lanes, vectorized);
     yf.load(y + off, len, lane, lanes, vectorized);
     acc_t dot = 0;
@@ -181,9 +181,8 @@ void softmax_cuda(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, 
     const RegisterRows<T, 1> rr(n);
     if (rr.fits) {
       const RowLaunch l(outer, rr.lanes);
-      with_pieces<T, 1>(rr.pieces, [&](auto p) {
-        softmax_rows_kernel<T, decltype(p)::value>
-            <<<l.grid, l.block, 0, scope.stream()>>>(o, xp, outer, n, l.lanes, vec, log);
+      with_fragments(rr, n, vec, [&](auto p, auto tiled) {
+        softmax_rows_kernel<T, p, tiled><<<l.grid, l.block, 0, scope.stream()>>>(o, xp, outer, n, l.lanes, vec, log);
       });
     } else {
       const RowLaunch l(outer, stream_lanes<T>(n));
@@ -212,8 +211,8 @@ void softmax_backward_cuda(const Tensor& grad_x, const Tensor& g, const Tensor& 
     const RegisterRows<T, 2> rr(n);
     if (rr.fits) {
       const RowLaunch l(outer, rr.lanes);
-      with_pieces<T, 2>(rr.pieces, [&](auto p) {
-        softmax_backward_rows_kernel<T, decltype(p)::value>
+      with_fragments(rr, n, vec, [&](auto p, auto tiled) {
+        softmax_backward_rows_kernel<T, p, tiled>
             <<<l.grid, l.block, 0, scope.stream()>>>(gx, gp, yp, outer, n, l.lanes, vec, log);
       });
     } else {

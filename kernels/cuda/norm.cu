@@ -26,10 +26,22 @@ __device__ __forceinline__ opmath_t<T> optional_at(const T* p, int64_t j, opmath
   return p != nullptr ? static_cast<opmath_t<T>>(p[j]) : absent;
 }
 
+// Piece j of an optional parameter row: fill where the parameter is absent.
+template <bool kWhole, typename T>
+__device__ __forceinline__ void load_param_piece(const T* p, int j, int n, bool vectorized, opmath_t<T> fill,
+                                                 opmath_t<T> (&v)[kVecOf<T>]) {
+  if (p != nullptr) {
+    load_piece<kWhole>(p, j, n, vectorized, fill, v);
+  } else {
+#pragma unroll
+    for (int e = 0; e < kVecOf<T>; ++e) v[e] = fill;
+  }
+}
+
 // Bounded to two blocks of kMaxRowBlock threads per multiprocessor (64 registers), so that a second
 // row streams in while one is reduced; rows are held with spread kLayerNormSpread (fewer, fuller lanes).
 constexpr int kLayerNormSpread = 2;
-template <typename T, int P>
+template <typename T, int P, bool kTiled>
 __global__ void __launch_bounds__(kMaxRowBlock, 2)
     layer_norm_rows_kernel(T* out, opmath_t<T>* mean, opmath_t<T>* rstd, const T* x, const T* w, const T* b,
                            int64_t rows, int64_t n, int lanes, bool vectorized, opmath_t<T> eps) {
@@ -39,7 +51,7 @@ __global__ void __launch_bounds__(kMaxRowBlock, 2)
   for_each_row(rows, lanes, [&](int64_t row, int lane) {
     const int len = row < 0 ? 0 : static_cast<int>(n);
     const int64_t off = row < 0 ? 0 : row * n;
-    RowFragment<T, P> f;
+    RowFragment<T, P, kTiled> f;
     f.load(x + off, len, lane, lanes, vectorized);
     acc_t s = 0;
     f.for_each(len, lane, lanes, [&](int p, int e) { s += f.at(p, e); });
@@ -49,8 +61,8 @@ __global__ void __launch_bounds__(kMaxRowBlock, 2)
     const acc_t r = acc_t(1) / sqrt_of<T>(row_reduce(q, lanes, scratch, SumOp{}) / static_cast<acc_t>(n) + eps);
     f.store(out + off, len, lane, lanes, vectorized, [&](int p, int j, acc_t(&o)[kVec]) {
       acc_t wv[kVec], bv[kVec];
-      load_piece(w != nullptr ? w : x, j, w != nullptr ? len : 0, vectorized, acc_t(1), wv);
-      load_piece(b != nullptr ? b : x, j, b != nullptr ? len : 0, vectorized, acc_t(0), bv);
+      load_param_piece<kTiled>(w, j, len, vectorized, acc_t(1), wv);
+      load_param_piece<kTiled>(b, j, len, vectorized, acc_t(0), bv);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) o[e] = (f.at(p, e) - mu) * r * wv[e] + bv[e];
     });
@@ -107,7 +119,7 @@ __device__ __forceinline__ opmath_t<T> layer_norm_grad(opmath_t<T> gh, opmath_t<
   return r * (gh - s.a / n - xh * (s.b / n));
 }
 
-template <typename T, int P>
+template <typename T, int P, bool kTiled>
 __global__ void __launch_bounds__(kMaxRowBlock)
     layer_norm_backward_rows_kernel(T* gx, const T* g, const T* x, const opmath_t<T>* mean, const opmath_t<T>* rstd,
                                     const T* w, int64_t rows, int64_t n, int lanes, bool vectorized) {
@@ -118,7 +130,7 @@ __global__ void __launch_bounds__(kMaxRowBlock)
     const int len = row < 0 ? 0 : static_cast<int>(n);
     const int64_t off = row < 0 ? 0 : row * n;
     const acc_t mu = row < 0 ? acc_t(0) : mean[row], r = row < 0 ? acc_t(0) : rstd[row];
-    RowFragment<T, P> gf, xf;
+    RowFragment<T, P, kTiled> gf, xf;
     gf.load(g + off, len, lane, lanes, vectorized);
     xf.load(x + off, len, lane, lanes, vectorized);
     // gxhat = g * w and xhat = (x - mean) * rstd, element e of piece p (wv: w's piece).
@@ -129,10 +141,10 @@ __global__ void __launch_bounds__(kMaxRowBlock)
     for (int p = 0; p < P; ++p) {
       const int j = gf.first(p, lane, lanes);
       acc_t wv[kVec];
-      load_piece(w != nullptr ? w : x, j, w != nullptr ? len : 0, vectorized, acc_t(1), wv);
+      load_param_piece<kTiled>(w, j, len, vectorized, acc_t(1), wv);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
-        if (j + e >= len) continue;
+        if (!kTiled && j + e >= len) continue;
         s.a += gxhat(p, e, wv);
         s.b += gxhat(p, e, wv) * xhat(p, e);
       }
@@ -140,7 +152,7 @@ __global__ void __launch_bounds__(kMaxRowBlock)
     s = row_reduce(s, lanes, scratch, SumOp{});
     gf.store(gx + off, len, lane, lanes, vectorized, [&](int p, int j, acc_t(&o)[kVec]) {
       acc_t wv[kVec];
-      load_piece(w != nullptr ? w : x, j, w != nullptr ? len : 0, vectorized, acc_t(1), wv);
+      load_param_piece<kTiled>(w, j, len, vectorized, acc_t(1), wv);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) o[e] = layer_norm_grad<T>(gxhat(p, e, wv), xhat(p, e), r, s, static_cast<acc_t>(n));
     });
@@ -239,9 +251,9 @@ void layer_norm_cuda(const Tensor& out, const Tensor& mean, const Tensor& rstd, 
     const RegisterRows<T, 1> rr(n, kLayerNormSpread);
     if (rr.fits) {
       const RowLaunch l(m, rr.lanes);
-      with_pieces<T, 1>(rr.pieces, [&](auto p) {
-        layer_norm_rows_kernel<T, decltype(p)::value>
-            <<<l.grid, l.block, 0, scope.stream()>>>(o, mp, rp, xp, w, b, m, n, l.lanes, vec, static_cast<acc_t>(eps));
+      with_fragments(rr, n, vec, [&](auto p, auto tiled) {
+        layer_norm_rows_kernel<T, p, tiled><<<l.grid, l.block, 0, scope.stream()>>>(o, mp, rp, xp, w, b, m, n, l.lanes,
+                                                                                   vec, static_cast<acc_t>(eps));
       });
     } else {
       const RowLaunch l(m, stream_lanes<T>(n));
@@ -270,8 +282,8 @@ void layer_norm_backward_cuda(const Tensor& grad_x, const Tensor& grad_weight, c
       const RegisterRows<T, 2> rr(n);
       if (rr.fits) {
         const RowLaunch l(m, rr.lanes);
-        with_pieces<T, 2>(rr.pieces, [&](auto p) {
-          layer_norm_backward_rows_kernel<T, decltype(p)::value>
+        with_fragments(rr, n, vec, [&](auto p, auto tiled) {
+          layer_norm_backward_rows_kernel<T, p, tiled>
               <<<l.grid, l.block, 0, scope.stream()>>>(gx, gp, xp, mp, rp, w, m, n, l.lanes, vec);
         });
       } else {

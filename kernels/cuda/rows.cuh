@@ -107,14 +107,19 @@ struct RegisterRows {
   }
 };
 
-// f(std::integral_constant<int, P>) for pieces = P, one of the powers of two that
-// RegisterRows<T, kFragments> picks.
+// f(std::integral_constant<int, P>{}, std::bool_constant<kTiled>{}) for the rows of n elements that
+// rr holds: P = rr.pieces, and kTiled when the rows are vectorized and exactly rr.lanes * P whole
+// pieces long (see RowFragment).
 template <typename T, int kFragments, int P = 1, typename F>
-void with_pieces(int pieces, const F& f) {
-  if (pieces == P)
-    f(std::integral_constant<int, P>{});
-  else if constexpr (P < RegisterRows<T, kFragments>::kMaxPieces)
-    with_pieces<T, kFragments, 2 * P>(pieces, f);
+void with_fragments(const RegisterRows<T, kFragments>& rr, int64_t n, bool vectorized, const F& f) {
+  if (rr.pieces == P) {
+    if (vectorized && n == static_cast<int64_t>(rr.lanes) * P * kVecOf<T>)
+      f(std::integral_constant<int, P>{}, std::true_type{});
+    else
+      f(std::integral_constant<int, P>{}, std::false_type{});
+  } else if constexpr (P < RegisterRows<T, kFragments>::kMaxPieces) {
+    with_fragments<T, kFragments, 2 * P>(rr, n, vectorized, f);
+  }
 }
 
 // The launch of a kernel over the columns of an [outer, n, inner] layout (inner > 1): blocks of
@@ -188,12 +193,13 @@ __device__ __forceinline__ T to_storage(opmath_t<T> v) {
 }
 
 // Loads the piece of a row starting at element j (elements past n read as fill). Vectorized rows
-// are 16-byte aligned with a multiple of kVecOf<T> elements.
-template <typename T, typename index_t>
+// are 16-byte aligned with a multiple of kVecOf<T> elements; kWhole: the piece is known to be a
+// whole one of a vectorized row.
+template <bool kWhole = false, typename T, typename index_t>
 __device__ __forceinline__ void load_piece(const T* row, index_t j, index_t n, bool vectorized, opmath_t<T> fill,
                                            opmath_t<T> (&v)[kVecOf<T>]) {
   constexpr int kVec = kVecOf<T>;
-  if (vectorized && j < n) {
+  if (kWhole || (vectorized && j < n)) {
     const Packed<T, kVec> p = *reinterpret_cast<const Packed<T, kVec>*>(row + j);
 #pragma unroll
     for (int e = 0; e < kVec; ++e) v[e] = from_storage(p.v[e]);
@@ -203,12 +209,13 @@ __device__ __forceinline__ void load_piece(const T* row, index_t j, index_t n, b
   }
 }
 
-// Stores the elements of the piece starting at element j that lie inside the row.
-template <typename T, typename index_t>
+// Stores the elements of the piece starting at element j that lie inside the row (kWhole: as
+// load_piece).
+template <bool kWhole = false, typename T, typename index_t>
 __device__ __forceinline__ void store_piece(T* row, index_t j, index_t n, bool vectorized,
                                             const opmath_t<T> (&v)[kVecOf<T>]) {
   constexpr int kVec = kVecOf<T>;
-  if (vectorized && j < n) {
+  if (kWhole || (vectorized && j < n)) {
     Packed<T, kVec> p;
 #pragma unroll
     for (int e = 0; e < kVec; ++e) p.v[e] = to_storage<T>(v[e]);
@@ -221,9 +228,13 @@ __device__ __forceinline__ void store_piece(T* row, index_t j, index_t n, bool v
 }
 
 // The P pieces of a row that one lane holds in registers, kept in the storage type and read in the
-// opmath type (intermediate results are recomputed from them rather than held). Rows held in registers are short (a block's worth of pieces), so positions
-// within them are ints.
-template <typename T, int P>
+// opmath type (intermediate results are recomputed from them rather than held). Rows held in
+// registers are short (a block's worth of pieces), so positions within them are ints.
+//
+// kTiled: the rows are vectorized and exactly lanes * P pieces long (see with_fragments), so every
+// piece is whole and no element needs a test; a group without a row (n == 0) reads in-bounds
+// memory (its caller points it at row 0) and stores nothing.
+template <typename T, int P, bool kTiled = false>
 struct RowFragment {
   static constexpr int kVec = kVecOf<T>;
   using acc_t = opmath_t<T>;
@@ -238,7 +249,7 @@ struct RowFragment {
 #pragma unroll
     for (int p = 0; p < P; ++p) {
       const int j = first(p, lane, lanes);
-      if (vectorized && j < n) {
+      if (kTiled || (vectorized && j < n)) {
         raw[p] = *reinterpret_cast<const Packed<T, kVec>*>(row + j);
       } else {
 #pragma unroll
@@ -249,31 +260,37 @@ struct RowFragment {
   // f(p, e) for every held element inside the row (one test per piece unless it straddles the end).
   template <typename F>
   __device__ __forceinline__ void for_each(int n, int lane, int lanes, const F& f) const {
-    if (first(P - 1, lane, lanes) + kVec <= n) {  // every piece inside the row: no tests
+    const auto each = [&] {
 #pragma unroll
       for (int p = 0; p < P; ++p)
 #pragma unroll
         for (int e = 0; e < kVec; ++e) f(p, e);
-      return;
-    }
+    };
+    if constexpr (kTiled) {
+      each();
+    } else if (first(P - 1, lane, lanes) + kVec <= n) {  // every piece inside the row: no tests
+      each();
+    } else {
 #pragma unroll
-    for (int p = 0; p < P; ++p) {
-      const int j = first(p, lane, lanes);
+      for (int p = 0; p < P; ++p) {
+        const int j = first(p, lane, lanes);
 #pragma unroll
-      for (int e = 0; e < kVec; ++e)
-        if (j + kVec <= n || j + e < n) f(p, e);
+        for (int e = 0; e < kVec; ++e)
+          if (j + kVec <= n || j + e < n) f(p, e);
+      }
     }
   }
   // Writes this lane's pieces of an output row: f(p, j, o) fills o with the values of piece p, whose
   // first element is j; the elements inside the row are stored.
   template <typename F>
   __device__ __forceinline__ void store(T* row, int n, int lane, int lanes, bool vectorized, const F& f) const {
+    if (kTiled && n == 0) return;
 #pragma unroll
     for (int p = 0; p < P; ++p) {
       const int j = first(p, lane, lanes);
       acc_t o[kVec];
       f(p, j, o);
-      store_piece(row, j, n, vectorized, o);
+      store_piece<kTiled>(row, j, n, vectorized, o);
     }
   }
 };

@@ -657,9 +657,12 @@ TEST_P(NnTest, SoftmaxLongRowsAndStridedSlices) {
     Shape shape;
     int64_t dim;
   };
-  // The last two launch thousands of blocks (one row per block, and groups of rows per block).
-  const std::vector<Case> cases{{{37, 33}, 1},     {{4, 700}, 1},    {{3, 5000}, 1},   {{2, 20000}, 1},
-                                {{2, 3000, 5}, 1}, {{3, 40, 33}, 1}, {{5000, 130}, 1}, {{10000, 40}, 1}};
+  // {5000, 130} and {10000, 40} launch thousands of blocks (one row per block, and groups of rows per
+  // block); rows of 4096 and 64 elements are whole 128-bit pieces for every lane of a block and of a
+  // group (the last block with groups that have no row).
+  const std::vector<Case> cases{{{37, 33}, 1},     {{4, 700}, 1},     {{3, 5000}, 1},     {{2, 20000}, 1},
+                                {{2, 3000, 5}, 1}, {{3, 40, 33}, 1},  {{5000, 130}, 1},   {{10000, 40}, 1},
+                                {{300, 4096}, 1},  {{1001, 64}, 1}};
   for (const Case& c : cases) {
     for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
       const Tensor x = make(irregular(numel(c.shape), 0.3), c.shape, dev(), dt);
@@ -695,10 +698,12 @@ TEST_P(NnTest, SoftmaxLongRowsAndStridedSlices) {
 // layer_norm forward (every float dtype) and backward (float32 against float64) for rows that fit a
 // warp, a block's registers or only a streamed block, and many rows for the weight and bias sums.
 TEST_P(NnTest, LayerNormLongRowsAndManyRows) {
-  // The last two launch thousands of blocks (one row per block, and groups of rows per block) and
-  // sum the weight and bias gradients over many chunks of rows.
+  // {5000, 130} and {10000, 40} launch thousands of blocks (one row per block, and groups of rows per
+  // block) and sum the weight and bias gradients over many chunks of rows; rows of 4096 and 64
+  // elements are whole 128-bit pieces for every lane of a block and of a group (the last block with
+  // groups that have no row).
   for (const Shape& shape : {Shape{3, 33}, Shape{3, 700}, Shape{2, 5000}, Shape{2, 20000}, Shape{300, 40},
-                             Shape{5000, 130}, Shape{10000, 40}}) {
+                             Shape{5000, 130}, Shape{10000, 40}, Shape{300, 4096}, Shape{1001, 64}}) {
     const int64_t n = shape[1];
     for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
       const Tensor x = make(irregular(numel(shape), 0.3), shape, dev(), dt);
