@@ -1,20 +1,24 @@
 // The CUDA pointwise launcher, shared by every unary, binary and ternary op, casts and fills:
 //   cuda::pointwise<out_t, in_t...>(out, functor, inputs...)
-// Inputs have out's shape (front-ends broadcast them with stride-0 views). When every operand is
-// contiguous and aligned, each thread moves one 128-bit vector per operand (the tail is done
-// element by element); otherwise dims are collapsed and each thread computes its operands' offsets,
-// with 32-bit index math and multiply-shift division when every offset fits, 64-bit otherwise.
-// Functors compute in opmath_t (float for the 16-bit floats), as on the CPU.
+// Inputs have out's shape (front-ends broadcast them with stride-0 views). An input may also be a
+// number from the host (a 0-d CPU tensor expanded to out's shape): its value travels with the launch
+// and is never read from memory. When every other operand is contiguous and aligned, each thread
+// moves one 128-bit vector per operand (the tail is done element by element); otherwise dims are
+// collapsed and each thread computes its operands' offsets, with 32-bit index math and
+// multiply-shift division when every offset fits, 64-bit otherwise. Functors compute in opmath_t
+// (float for the 16-bit floats), as on the CPU.
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "backend/cuda/runtime.h"
 #include "core/check.h"
 #include "core/collapse.h"
+#include "core/shape.h"
 #include "kernels/common/opmath.h"
 #include "kernels/cuda/check.h"
 #include "rtx/tensor.h"
@@ -73,9 +77,43 @@ __device__ __forceinline__ Out apply(const F& f, In... in) {
   return static_cast<Out>(f(static_cast<rtx::detail::opmath_t<In>>(in)...));
 }
 
-template <int Vec, typename F, typename Out, typename... In>
-__global__ void pointwise_vector_kernel(int64_t n, F f, Out* __restrict__ out, const In* __restrict__... in) {
-  const int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+// The inputs of a launch that are numbers from the host: bit k of mask marks input k, whose value
+// is bits[k] (the bytes of one element of its type).
+template <int N>
+struct HostNumbers {
+  uint32_t mask = 0;
+  uint64_t bits[N > 0 ? N : 1] = {};
+
+  __device__ __forceinline__ bool has(int k) const { return (mask >> k) & 1u; }
+  template <typename T>
+  __device__ __forceinline__ T value(int k) const {
+    T v;
+    memcpy(&v, &bits[k], sizeof(T));
+    return v;
+  }
+};
+
+// Input k's element i, or its host value.
+template <typename T, int N>
+__device__ __forceinline__ T element(const T* p, int64_t i, const HostNumbers<N>& host, int k) {
+  return host.has(k) ? host.template value<T>(k) : p[i];
+}
+// Input k's 128-bit vector v, or its host value in every lane.
+template <typename T, int Vec, int N>
+__device__ __forceinline__ Packed<T, Vec> vector(const T* p, int64_t v, const HostNumbers<N>& host, int k) {
+  if (!host.has(k)) return reinterpret_cast<const Packed<T, Vec>*>(p)[v];
+  Packed<T, Vec> r;
+  const T x = host.template value<T>(k);
+#pragma unroll
+  for (int j = 0; j < Vec; ++j) r.v[j] = x;
+  return r;
+}
+
+// Vector v of out (elements v * Vec, ...; the tail past n element by element).
+template <int Vec, typename Out, typename... In, typename F, size_t... I>
+__device__ __forceinline__ void apply_vector(const F& f, int64_t n, int64_t v, const HostNumbers<sizeof...(In)>& host,
+                                             std::index_sequence<I...>, Out* __restrict__ out,
+                                             const In* __restrict__... in) {
   const int64_t first = v * Vec;
   if (first + Vec <= n) {
     Packed<Out, Vec> r;
@@ -83,11 +121,18 @@ __global__ void pointwise_vector_kernel(int64_t n, F f, Out* __restrict__ out, c
 #pragma unroll
       for (int j = 0; j < Vec; ++j) r.v[j] = apply<Out, In...>(f, p.v[j]...);
     };
-    compute(reinterpret_cast<const Packed<In, Vec>*>(in)[v]...);
+    compute(vector<In, Vec>(in, v, host, I)...);
     reinterpret_cast<Packed<Out, Vec>*>(out)[v] = r;
   } else {
-    for (int64_t i = first; i < n; ++i) out[i] = apply<Out, In...>(f, in[i]...);
+    for (int64_t i = first; i < n; ++i) out[i] = apply<Out, In...>(f, element(in, i, host, I)...);
   }
+}
+
+template <int Vec, typename F, typename Out, typename... In>
+__global__ void pointwise_vector_kernel(int64_t n, F f, HostNumbers<sizeof...(In)> host, Out* __restrict__ out,
+                                        const In* __restrict__... in) {
+  const int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  apply_vector<Vec, Out, In...>(f, n, v, host, std::index_sequence_for<In...>{}, out, in...);
 }
 
 template <int N>
@@ -97,19 +142,21 @@ struct BasePointers {
 
 template <typename index_t, typename Out, typename... In, typename F, size_t... I>
 __device__ __forceinline__ void apply_at(const F& f, const BasePointers<1 + sizeof...(In)>& base,
-                                         const index_t (&off)[1 + sizeof...(In)], std::index_sequence<I...>) {
+                                         const index_t (&off)[1 + sizeof...(In)], const HostNumbers<sizeof...(In)>& host,
+                                         std::index_sequence<I...>) {
   *reinterpret_cast<Out*>(base.p[0] + off[0]) =
-      apply<Out, In...>(f, *reinterpret_cast<const In*>(base.p[I + 1] + off[I + 1])...);
+      apply<Out, In...>(f, element(reinterpret_cast<const In*>(base.p[I + 1] + off[I + 1]), 0, host, I)...);
 }
 
 template <typename index_t, typename F, typename Out, typename... In>
-__global__ void pointwise_strided_kernel(index_t n, F f, BasePointers<1 + sizeof...(In)> base,
+__global__ void pointwise_strided_kernel(index_t n, F f, HostNumbers<sizeof...(In)> host,
+                                         BasePointers<1 + sizeof...(In)> base,
                                          OffsetCalculator<1 + sizeof...(In), index_t> calc) {
   const index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   index_t off[1 + sizeof...(In)];
   calc.offsets(i, off);
-  apply_at<index_t, Out, In...>(f, base, off, std::index_sequence_for<In...>{});
+  apply_at<index_t, Out, In...>(f, base, off, host, std::index_sequence_for<In...>{});
 }
 
 // Elements per thread on the vector path: 16 bytes of the widest operand, at most 8.
@@ -146,20 +193,33 @@ bool fits_32bit(const rtx::detail::Geometry<N>& g, int64_t n) {
   return true;
 }
 
-template <typename Out, typename... In, typename F, typename... Ts>
-void pointwise(const Tensor& out, const F& f, const Ts&... ins) {
-  static_assert(sizeof...(In) == sizeof...(Ts), "one input type per input tensor");
+// Marks input k as a host number in `host` when it lies on the CPU, and returns the pointer the
+// kernels get for it (none for a host number).
+template <typename T, int N>
+const T* device_input(const Tensor& t, int k, HostNumbers<N>& host) {
+  if (!t.device().is_cpu()) return static_cast<const T*>(t.data_ptr());
+  RTX_CHECK(std::all_of(t.strides().begin(), t.strides().end(), [](int64_t s) { return s == 0; }), Error,
+            "[cuda] a pointwise input on the CPU must be one number expanded to the output's shape, got strides {}",
+            rtx::detail::shape_str(t.strides()));
+  host.mask |= 1u << k;
+  std::memcpy(&host.bits[k], t.data_ptr(), sizeof(T));
+  return nullptr;
+}
+
+template <typename Out, typename... In, typename F, typename... Ts, size_t... I>
+void pointwise_launch(const Tensor& out, const F& f, std::index_sequence<I...>, const Ts&... ins) {
   constexpr int N = 1 + static_cast<int>(sizeof...(In));
   const int64_t n = out.numel();
-  if (n == 0) return;
   detail::KernelScope scope(out.device());
+  HostNumbers<sizeof...(In)> host;
+  [[maybe_unused]] const std::array<const void*, sizeof...(In)> in{device_input<In>(ins, static_cast<int>(I), host)...};
   constexpr int kVec = vector_width<Out, In...>();
-  const bool contiguous = (out.is_contiguous() && ... && ins.is_contiguous());
-  const bool aligned = ((reinterpret_cast<uintptr_t>(out.data_ptr()) % (sizeof(Out) * kVec) == 0) && ... &&
-                        (reinterpret_cast<uintptr_t>(ins.data_ptr()) % (sizeof(In) * kVec) == 0));
-  if (contiguous && aligned) {
+  const auto vectorizable = [&](const Tensor& t, const void* p, size_t bytes) {
+    return p == nullptr || (t.is_contiguous() && reinterpret_cast<uintptr_t>(p) % (bytes * kVec) == 0);
+  };
+  if ((vectorizable(out, out.data_ptr(), sizeof(Out)) && ... && vectorizable(ins, in[I], sizeof(In)))) {
     pointwise_vector_kernel<kVec, F, Out, In...><<<grid_for((n + kVec - 1) / kVec), kBlockSize, 0, scope.stream()>>>(
-        n, f, static_cast<Out*>(out.data_ptr()), static_cast<const In*>(ins.data_ptr())...);
+        n, f, host, static_cast<Out*>(out.data_ptr()), static_cast<const In*>(in[I])...);
     RTX_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -168,15 +228,22 @@ void pointwise(const Tensor& out, const F& f, const Ts&... ins) {
   RTX_CHECK(g.sizes.size() <= static_cast<size_t>(kMaxDims), Error,
             "[cuda] pointwise kernels take at most {} dims that cannot be merged, got {}; call .contiguous() first",
             kMaxDims, g.sizes.size());
-  const BasePointers<N> base{{static_cast<char*>(out.data_ptr()), static_cast<char*>(ins.data_ptr())...}};
+  const BasePointers<N> base{{static_cast<char*>(out.data_ptr()), static_cast<char*>(const_cast<void*>(in[I]))...}};
   if (fits_32bit<N>(g, n)) {
     pointwise_strided_kernel<uint32_t, F, Out, In...><<<grid_for(n), kBlockSize, 0, scope.stream()>>>(
-        static_cast<uint32_t>(n), f, base, make_offset_calculator<N, uint32_t>(g));
+        static_cast<uint32_t>(n), f, host, base, make_offset_calculator<N, uint32_t>(g));
   } else {
     pointwise_strided_kernel<int64_t, F, Out, In...><<<grid_for(n), kBlockSize, 0, scope.stream()>>>(
-        n, f, base, make_offset_calculator<N, int64_t>(g));
+        n, f, host, base, make_offset_calculator<N, int64_t>(g));
   }
   RTX_CUDA_CHECK_LAUNCH();
+}
+
+template <typename Out, typename... In, typename F, typename... Ts>
+void pointwise(const Tensor& out, const F& f, const Ts&... ins) {
+  static_assert(sizeof...(In) == sizeof...(Ts), "one input type per input tensor");
+  if (out.numel() == 0) return;
+  pointwise_launch<Out, In...>(out, f, std::index_sequence_for<In...>{}, ins...);
 }
 
 }  // namespace rtx::cuda

@@ -86,6 +86,8 @@ class NodeIndex {
 
 Tensor conform_gradient(Tensor g, const InputMeta& meta, const Node& producer, size_t i) {
   if (g.sizes() != meta.shape) g = sum_to(g, meta.shape);  // undoes broadcasting; raises if impossible
+  // A 0-d CPU input may have joined tensors on another device (a number operand): its gradient moves.
+  if (g.device() != meta.device && meta.device.is_cpu() && meta.shape.empty()) g = g.to(meta.device);
   RTX_CHECK(g.device() == meta.device, DeviceError,
             "[autograd] backward of '{}' returned a gradient on {} for input {} on {}", producer.name(), g.device(), i,
             meta.device);

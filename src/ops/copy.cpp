@@ -22,6 +22,20 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
             b.device());
 }
 
+Device common_device(const char* op, std::initializer_list<const Tensor*> operands) {
+  const auto is_number = [](const Tensor* t) { return t->dim() == 0 && t->device().is_cpu(); };
+  const Tensor* first = *operands.begin();
+  for (const Tensor* t : operands) {
+    if (!is_number(t)) {
+      first = t;
+      break;
+    }
+  }
+  for (const Tensor* t : operands)
+    if (!is_number(t)) check_same_device(op, *first, *t);
+  return first->device();
+}
+
 void check_no_internal_overlap(const Tensor& t, const char* op) {
   for (int64_t d = 0; d < t.dim(); ++d)
     RTX_CHECK(t.strides()[d] != 0 || t.sizes()[d] <= 1, Error,

@@ -2,6 +2,8 @@
 // wrapping without autograd, and broadcasting to a common shape.
 #pragma once
 
+#include <initializer_list>
+
 #include "core/check.h"
 #include "core/shape.h"
 #include "core/tensor_impl.h"
@@ -13,6 +15,10 @@ inline void check_defined(const Tensor& t, const char* op, const char* arg = "in
   RTX_CHECK(t.defined(), ValueError, "[{}] {} is an undefined tensor", op, arg);
 }
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+// The device a pointwise op over `operands` runs on: the one device of its operands, where a 0-d
+// CPU tensor (a number, like PyTorch's CPU scalars) combines with tensors on any device and is
+// passed to the kernel by value. Raises DeviceError naming op and devices otherwise.
+Device common_device(const char* op, std::initializer_list<const Tensor*> operands);
 // Writes through t would hit one element more than once (an expanded view).
 void check_no_internal_overlap(const Tensor& t, const char* op);
 // Whether writing dst element by element could change an element of src before it is read: both
@@ -25,6 +31,9 @@ bool can_cast(DType from, DType to);
 Tensor cast(const Tensor& x, DType dtype);
 // A 0-d tensor holding value; not recorded.
 Tensor wrap_scalar(const Scalar& value, DType dtype, Device device);
+// A number operand of a pointwise op: a 0-d CPU tensor holding value, which kernels on any device
+// take by value (see common_device); not recorded.
+inline Tensor wrap_number(const Scalar& value, DType dtype) { return wrap_scalar(value, dtype, Device(kCPU)); }
 // Writes value into every element (kernel call, no autograd, no version bump).
 void fill_raw(const Tensor& t, const Scalar& value);
 // Copies src (broadcast, any dtype) into dst (kernel call, no autograd, no version bump).

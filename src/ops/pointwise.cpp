@@ -52,21 +52,22 @@ Tensor unary_forward(const KernelTable<kernels::UnaryFn>& k, const Tensor& x, DT
 struct Broadcast {
   Shape shape;
   Tensor a, b;
+  Device device;  // where the op runs (see detail::common_device)
 };
 // Casts a and b to ct and expands both to their common shape.
 Broadcast broadcast_pair(const char* op, const Tensor& a, const Tensor& b, DType ct) {
   check_defined(a, op, "first operand");
   check_defined(b, op, "second operand");
-  detail::check_same_device(op, a, b);
+  const Device device = detail::common_device(op, {&a, &b});
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op);
-  return {shape, detail::expand_to(detail::cast(a, ct), shape), detail::expand_to(detail::cast(b, ct), shape)};
+  return {shape, detail::expand_to(detail::cast(a, ct), shape), detail::expand_to(detail::cast(b, ct), shape), device};
 }
 
 Tensor binary_forward(const char* op, const KernelTable<kernels::BinaryFn>& k, const Tensor& a, const Tensor& b,
                       DType ct, DType out_dtype) {
   Broadcast bc = broadcast_pair(op, a, b, ct);
-  Tensor out = detail::make_tensor(bc.shape, out_dtype, a.device());
-  if (out.numel() > 0) k.get(a.device())(out, bc.a, bc.b);
+  Tensor out = detail::make_tensor(bc.shape, out_dtype, bc.device);
+  if (out.numel() > 0) k.get(bc.device)(out, bc.a, bc.b);
   return out;
 }
 
@@ -88,6 +89,10 @@ template <typename Compute, typename Direct>
 Tensor& inplace(const char* op, Tensor& self, const TensorList& others, DType ct, const Compute& compute,
                 const Direct& direct) {
   check_defined(self, op);
+  for (const Tensor& o : others)
+    RTX_CHECK(detail::common_device(op, {&self, &o}) == self.device(), DeviceError,
+              "[{}] cannot write a result on {} into a tensor on {}; move the operands with .to(device)", op,
+              o.device(), self.device());
   RTX_CHECK(detail::can_cast(ct, self.dtype()), DTypeError,
             "[{}] the result has dtype {}, which cannot be written into a tensor of dtype {}", op, ct, self.dtype());
   autograd::check_inplace(self, op);
@@ -179,11 +184,11 @@ Tensor zero_grad(const Tensor& g) { return zeros_like(g); }
   }                                                                                              \
   Tensor name(const Tensor& a, const Scalar& b) {                                                \
     check_defined(a, #name);                                                                     \
-    return name(a, detail::wrap_scalar(b, result_type(a, b), a.device()));                       \
+    return name(a, detail::wrap_number(b, result_type(a, b)));                                   \
   }                                                                                              \
   Tensor name(const Scalar& a, const Tensor& b) {                                                \
     check_defined(b, #name);                                                                     \
-    return name(detail::wrap_scalar(a, result_type(b, a), b.device()), b);                       \
+    return name(detail::wrap_number(a, result_type(b, a)), b);                                   \
   }                                                                                              \
   Tensor& name##_(Tensor& a, const Tensor& b) {                                                  \
     check_defined(a, #name "_");                                                                 \
@@ -205,7 +210,7 @@ Tensor zero_grad(const Tensor& g) { return zeros_like(g); }
   }                                                                                              \
   Tensor& name##_(Tensor& a, const Scalar& b) {                                                  \
     check_defined(a, #name "_");                                                                 \
-    return name##_(a, detail::wrap_scalar(b, result_type(a, b), a.device()));                    \
+    return name##_(a, detail::wrap_number(b, result_type(a, b)));                                \
   }
 #include "rtx/pointwise.def"
 
@@ -217,7 +222,7 @@ Tensor zero_grad(const Tensor& g) { return zeros_like(g); }
   }                                                                                              \
   Tensor name(const Tensor& a, const Scalar& b) {                                                \
     check_defined(a, #name);                                                                     \
-    return name(a, detail::wrap_scalar(b, result_type(a, b), a.device()));                       \
+    return name(a, detail::wrap_number(b, result_type(a, b)));                                   \
   }
 #define RTX_LOGICAL(name, F)                                                                     \
   Tensor name(const Tensor& a, const Tensor& b) {                                                \
@@ -275,9 +280,9 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
                        // One fused pass, unless the gradient is itself recorded (create_graph).
                        if (!detail::needs_differentiable_backward({g, x})) {
                          Broadcast bc = broadcast_pair("gelu_backward", g, x, x.dtype());
-                         Tensor grad = detail::make_tensor(bc.shape, x.dtype(), x.device());
+                         Tensor grad = detail::make_tensor(bc.shape, x.dtype(), bc.device);
                          if (grad.numel() > 0)
-                           kernels::gelu_backward_kernel.get(x.device())(grad, bc.a, bc.b, tanh_approx ? 1.0 : 0.0);
+                           kernels::gelu_backward_kernel.get(bc.device)(grad, bc.a, bc.b, tanh_approx ? 1.0 : 0.0);
                          return grad;
                        }
                        if (!tanh_approx) return g * ((erf(x * 0.70710678118654752440) + 1) * 0.5 + x * exp(x * x * -0.5) * 0.3989422804014327);
@@ -361,13 +366,12 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_defined(a, "where", "first value");
   check_defined(b, "where", "second value");
   RTX_CHECK(cond.dtype() == kBool, DTypeError, "[where] the condition must be a bool tensor, got {}", cond.dtype());
-  detail::check_same_device("where", cond, a);
-  detail::check_same_device("where", a, b);
+  const Device device = detail::common_device("where", {&cond, &a, &b});
   const DType ct = result_type(a, b);
   const Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
-  Tensor out = detail::make_tensor(shape, ct, a.device());
+  Tensor out = detail::make_tensor(shape, ct, device);
   if (out.numel() > 0)
-    kernels::where_kernel.get(a.device())(out, detail::expand_to(cond, shape), detail::expand_to(detail::cast(a, ct), shape),
+    kernels::where_kernel.get(device)(out, detail::expand_to(cond, shape), detail::expand_to(detail::cast(a, ct), shape),
                                           detail::expand_to(detail::cast(b, ct), shape), 0.0);
   if (auto node = autograd::make_node("where", cond, a, b)) {
     node->save(cond);
@@ -382,12 +386,12 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {
   check_defined(a, "where", "first value");
-  return where(cond, a, detail::wrap_scalar(b, result_type(a, b), a.device()));
+  return where(cond, a, detail::wrap_number(b, result_type(a, b)));
 }
 
 Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b) {
   check_defined(b, "where", "second value");
-  return where(cond, detail::wrap_scalar(a, result_type(b, a), b.device()), b);
+  return where(cond, detail::wrap_number(a, result_type(b, a)), b);
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
@@ -399,7 +403,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
             detail::shape_str(x.sizes()));
   RTX_CHECK(is_floating(x.dtype()) || !value.is_floating(), DTypeError,
             "[masked_fill] cannot fill a {} tensor with the float value {}", x.dtype(), value.to_double());
-  return where(mask, detail::wrap_scalar(value, x.dtype(), x.device()), x);
+  return where(mask, detail::wrap_number(value, x.dtype()), x);
 }
 
 Tensor& masked_fill_(Tensor& x, const Tensor& mask, const Scalar& value) {
@@ -425,12 +429,11 @@ DType addc_dtype(const char* op, const Tensor& x, const Tensor& t1, const Tensor
 Tensor addc(const char* op, const KernelTable<kernels::TernaryFn>& k, const Tensor& x, const Tensor& t1,
             const Tensor& t2, const Scalar& value, bool divide) {
   const DType ct = addc_dtype(op, x, t1, t2, value, divide);
-  detail::check_same_device(op, x, t1);
-  detail::check_same_device(op, x, t2);
+  const Device device = detail::common_device(op, {&x, &t1, &t2});
   const Shape shape = broadcast_shapes(broadcast_shapes(x.sizes(), t1.sizes(), op), t2.sizes(), op);
-  Tensor out = detail::make_tensor(shape, ct, x.device());
+  Tensor out = detail::make_tensor(shape, ct, device);
   if (out.numel() > 0)
-    k.get(x.device())(out, detail::expand_to(detail::cast(x, ct), shape), detail::expand_to(detail::cast(t1, ct), shape),
+    k.get(device)(out, detail::expand_to(detail::cast(x, ct), shape), detail::expand_to(detail::cast(t1, ct), shape),
                       detail::expand_to(detail::cast(t2, ct), shape), value.to_double());
   if (auto node = autograd::make_node(op, x, t1, t2)) {
     node->save(t1);
@@ -473,9 +476,9 @@ Tensor lerp(const Tensor& x, const Tensor& end, const Scalar& weight) {
             "[lerp] expects float tensors, got {} and {}", x.dtype(), end.dtype());
   const DType ct = result_type(x, end);
   Broadcast bc = broadcast_pair("lerp", x, end, ct);
-  Tensor out = detail::make_tensor(bc.shape, ct, x.device());
+  Tensor out = detail::make_tensor(bc.shape, ct, bc.device);
   const double w = weight.to_double();
-  if (out.numel() > 0) kernels::lerp_kernel.get(x.device())(out, bc.a, bc.b, w);
+  if (out.numel() > 0) kernels::lerp_kernel.get(bc.device)(out, bc.a, bc.b, w);
   if (auto node = autograd::make_node("lerp", x, end)) {
     node->set_backward([w](const TensorList& g, const TensorList&) { return TensorList{g[0] * (1 - w), g[0] * w}; });
     autograd::set_history(out, node);

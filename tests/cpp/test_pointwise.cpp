@@ -554,6 +554,51 @@ TEST_P(PointwiseTest, ScalarOperandsBothSides) {
   EXPECT_TRUE(matches(d + 1e-12, kFloat64, {1}, {1 + 1e-12}, 0, 1e-15));
 }
 
+// 0-d CPU tensors (numbers, like PyTorch's CPU scalars) join tensors on any device: the result lives
+// on the other operands' device, and a CUDA kernel takes the number by value. Contiguous and strided
+// layouts, 2- and 8-byte numbers, in-place ops and a number that requires grad.
+TEST_P(PointwiseTest, CpuNumbersJoinTensorsOnAnyDevice) {
+  const Device cpu(kCPU);
+  const Tensor x = make({1, 2, 3, 4, 5, 6}, {2, 3}, dev(), kFloat32);
+  const Tensor two = make({2}, {}, cpu, kFloat32);
+  const Tensor prod = x * two;
+  EXPECT_EQ(prod.device(), dev());
+  EXPECT_TRUE(matches(prod, kFloat32, {2, 3}, {2, 4, 6, 8, 10, 12}));
+  EXPECT_TRUE(matches(two - x.t(), kFloat32, {3, 2}, {1, -2, 0, -3, -1, -4}));
+  EXPECT_TRUE(matches(where(x > 3, two, x), kFloat32, {2, 3}, {1, 2, 3, 2, 2, 2}));
+  EXPECT_TRUE(matches(where(make({1}, {}, cpu, kBool), x, 0.0), kFloat32, {2, 3}, {1, 2, 3, 4, 5, 6}));
+  EXPECT_TRUE(matches(addcmul(x, two, two, 0.5), kFloat32, {2, 3}, {3, 4, 5, 6, 7, 8}));
+  EXPECT_TRUE(matches(lerp(x, two, 0.5), kFloat32, {2, 3}, {1.5, 2, 2.5, 3, 3.5, 4}));
+  Tensor y = x.clone();
+  y.mul_(two);
+  EXPECT_TRUE(matches(y, kFloat32, {2, 3}, {2, 4, 6, 8, 10, 12}));
+  const Tensor h = make({1, 2, 3, 4, 5, 6, 7, 8, 9}, {9}, dev(), kFloat16);  // a vector and a tail
+  EXPECT_TRUE(matches(h + make({0.5}, {}, cpu, kFloat16), kFloat16, {9}, {1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5, 9.5}));
+  const int64_t big = int64_t{1} << 40;
+  EXPECT_TRUE(matches(make({1, 2, 3}, {3}, dev(), kInt64) * make({static_cast<double>(big)}, {}, cpu, kInt64), kInt64,
+                      {3}, {1.0 * big, 2.0 * big, 3.0 * big}));
+  EXPECT_TRUE(matches(x == make({4}, {}, cpu, kFloat32), kBool, {2, 3}, {0, 0, 0, 1, 0, 0}));
+  // The gradient of a number that requires grad comes back to the CPU.
+  Tensor s = make({3}, {}, cpu, kFloat32).requires_grad_();
+  Tensor xg = x.detach().requires_grad_();
+  (xg * s).sum().backward();
+  EXPECT_EQ(s.grad().device(), cpu);
+  EXPECT_TRUE(matches(s.grad(), kFloat32, {}, {21}));
+  EXPECT_TRUE(matches(xg.grad(), kFloat32, {2, 3}, {3, 3, 3, 3, 3, 3}));
+  if (!dev().is_cuda()) return;
+  // Only 0-d CPU tensors join, and an in-place result stays on its destination's device.
+  EXPECT_TRUE(throws<DeviceError>([&] { (void)(x + make({1, 2, 3}, {3}, cpu)); },
+                                  "[add] expected all tensors on one device, but got cuda:0 and cpu"));
+  EXPECT_TRUE(throws<DeviceError>([&] { (void)(make({1, 2, 3}, {3}, cpu) * make({2}, {}, dev())); }, "[mul]"));
+  EXPECT_TRUE(throws<DeviceError>([&] { two.clone().add_(make({1}, {}, dev())); },
+                                  "[add_] cannot write a result on cuda:0 into a tensor on cpu"));
+  // A scalar operand takes no device memory: the result is the only allocation.
+  const uint64_t before = cuda::memory_stats().num_allocs;
+  const Tensor scaled = x * 2.5;
+  EXPECT_EQ(cuda::memory_stats().num_allocs - before, 1u);
+  EXPECT_TRUE(matches(scaled, kFloat32, {2, 3}, {2.5, 5, 7.5, 10, 12.5, 15}));
+}
+
 // ---- in-place -----------------------------------------------------------------------------------
 
 TEST_P(PointwiseTest, UnaryInPlace) {
