@@ -95,12 +95,12 @@ struct HostNumbers {
 
 // Input k's element i, or its host value.
 template <typename T, int N>
-__device__ __forceinline__ T element(const T* p, int64_t i, const HostNumbers<N>& host, int k) {
+__device__ __forceinline__ T input_element(const T* p, int64_t i, const HostNumbers<N>& host, int k) {
   return host.has(k) ? host.template value<T>(k) : p[i];
 }
 // Input k's 128-bit vector v, or its host value in every lane.
 template <typename T, int Vec, int N>
-__device__ __forceinline__ Packed<T, Vec> vector(const T* p, int64_t v, const HostNumbers<N>& host, int k) {
+__device__ __forceinline__ Packed<T, Vec> input_vector(const T* p, int64_t v, const HostNumbers<N>& host, int k) {
   if (!host.has(k)) return reinterpret_cast<const Packed<T, Vec>*>(p)[v];
   Packed<T, Vec> r;
   const T x = host.template value<T>(k);
@@ -121,10 +121,10 @@ __device__ __forceinline__ void apply_vector(const F& f, int64_t n, int64_t v, c
 #pragma unroll
       for (int j = 0; j < Vec; ++j) r.v[j] = apply<Out, In...>(f, p.v[j]...);
     };
-    compute(vector<In, Vec>(in, v, host, I)...);
+    compute(input_vector<In, Vec>(in, v, host, I)...);
     reinterpret_cast<Packed<Out, Vec>*>(out)[v] = r;
   } else {
-    for (int64_t i = first; i < n; ++i) out[i] = apply<Out, In...>(f, element(in, i, host, I)...);
+    for (int64_t i = first; i < n; ++i) out[i] = apply<Out, In...>(f, input_element(in, i, host, I)...);
   }
 }
 
@@ -145,7 +145,7 @@ __device__ __forceinline__ void apply_at(const F& f, const BasePointers<1 + size
                                          const index_t (&off)[1 + sizeof...(In)], const HostNumbers<sizeof...(In)>& host,
                                          std::index_sequence<I...>) {
   *reinterpret_cast<Out*>(base.p[0] + off[0]) =
-      apply<Out, In...>(f, element(reinterpret_cast<const In*>(base.p[I + 1] + off[I + 1]), 0, host, I)...);
+      apply<Out, In...>(f, input_element(reinterpret_cast<const In*>(base.p[I + 1] + off[I + 1]), 0, host, I)...);
 }
 
 template <typename index_t, typename F, typename Out, typename... In>
