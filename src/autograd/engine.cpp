@@ -201,7 +201,8 @@ TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
-    TensorList inputs = std::move(buffers[index.at(node)]);
+    const size_t node_id = index.at(node);
+    TensorList inputs = std::move(buffers[node_id]);
     inputs.resize(node->input_meta().size());
     for (uint32_t i = 0; i < inputs.size(); ++i)
       if (inputs[i].defined()) inputs[i] = node->run_hooks(i, std::move(inputs[i]));
@@ -212,7 +213,7 @@ TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_
           const Tensor& g = inputs[input_nr];
           captured[idx] = captured[idx].defined() && g.defined() ? captured[idx] + g : (g.defined() ? g : captured[idx]);
         }
-      if (!needed[index.at(node)]) continue;
+      if (!needed[node_id]) continue;
     }
 
     bool any_grad = node == graph_root.get();
