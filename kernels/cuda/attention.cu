@@ -11,9 +11,10 @@
 // runs in a fixed order and nothing is atomic, so results are bitwise reproducible.
 // Causal attention bounds the tile loops so that tiles entirely above the diagonal are skipped; the
 // mask is applied only on tiles that cross the diagonal or the end of the keys.
+// Operands are addressed through their head layouts (Heads below): rows and heads may be strided.
 //
 // Paths, picked by attention_path:
-// - tensor cores (Half/BFloat16, D a multiple of 8 up to 128, 16-byte aligned operands, sm_80+):
+// - tensor cores (Half/BFloat16, D a multiple of 8 up to 128, every row 16-byte aligned, sm_80+):
 //   warps of 16 rows running mma.sync m16n8k16 with float accumulation on fragments read by ldmatrix
 //   from padded shared tiles that cp.async fills (zeros past the rows and D); D is padded to 64 or 128.
 // - float tiles (float32, D up to 128): 256 threads, 64 x 64 score tiles in 4 x 4 register tiles of
@@ -36,11 +37,35 @@
 namespace rtx::cuda {
 namespace {
 
-// q [bh, L, d], k and v [bh, S, d].
+// q [..., L, d], k and v [..., S, d], bh heads in all.
 struct AttentionShape {
   int64_t bh, L, S, d;
-  AttentionShape(const Tensor& q, const Tensor& k) : bh(q.size(0)), L(q.size(1)), S(k.size(1)), d(q.size(2)) {}
+  AttentionShape(const Tensor& q, const Tensor& k)
+      : bh(rtx::detail::head_count(q)), L(q.size(-2)), S(k.size(-2)), d(q.size(-1)) {}
 };
+
+// An operand's data and where its heads and rows lie (see HeadLayout).
+template <typename T>
+struct Heads {
+  T* data;
+  rtx::detail::HeadLayout layout;
+
+  __device__ __forceinline__ T* head(int64_t h) const { return data + layout.offset(h); }
+  __device__ __forceinline__ T* row(int64_t h, int64_t i) const { return head(h) + i * layout.row; }
+  template <typename U = T, std::enable_if_t<!std::is_const_v<U>, int> = 0>
+  operator Heads<const U>() const {  // NOLINT: a writable operand may be read
+    return {data, layout};
+  }
+  // Whether every row starts at a 16-byte boundary.
+  bool rows_aligned_16() const {
+    return reinterpret_cast<uintptr_t>(data) % 16 == 0 && layout.strides_multiple_of(16 / sizeof(T));
+  }
+};
+
+template <typename T>
+Heads<T> heads_of(const Tensor& t) {
+  return {static_cast<T*>(t.data_ptr()), rtx::detail::head_layout(t).value()};
+}
 
 // ---- generic path: a warp per row ------------------------------------------------------------------
 
@@ -69,33 +94,34 @@ __device__ __forceinline__ opmath_t<T> warp_dot(const T* a, const T* b, int64_t 
 // out_i and lse_i, a warp per query row.
 template <typename T>
 __global__ void __launch_bounds__(kGenericWarps* kWarpSize)
-    attention_generic_kernel(T* out, opmath_t<T>* lse, const T* q, const T* k, const T* v, int64_t L, int64_t S,
-                             int64_t d, opmath_t<T> scale, bool causal, int64_t rows) {
+    attention_generic_kernel(Heads<T> out, opmath_t<T>* lse, Heads<const T> q, Heads<const T> k, Heads<const T> v,
+                             int64_t L, int64_t S, int64_t d, opmath_t<T> scale, bool causal, int64_t rows) {
   using acc_t = opmath_t<T>;
   for_each_warp_row(rows, [&](int64_t row, int lane) {
     const int64_t head = row / L, i = row % L;
-    const T* qi = q + row * d;
-    const T* kh = k + head * S * d;
-    const T* vh = v + head * S * d;
+    const T* qi = q.row(head, i);
+    const T* kh = k.head(head);
+    const T* vh = v.head(head);
+    const int64_t k_ld = k.layout.row, v_ld = v.layout.row;
     const int64_t keys = causal ? std::min(S, i + 1) : S;
     for (int64_t c0 = 0; c0 < d; c0 += kGenericChunk) {
       acc_t m = neg_inf<T>(), l = 0, acc[kGenericSlice] = {};
       for (int64_t j = 0; j < keys; ++j) {
-        const acc_t s = scale * warp_dot(qi, kh + j * d, d, lane);
+        const acc_t s = scale * warp_dot(qi, kh + j * k_ld, d, lane);
         const acc_t m_new = s > m ? s : m;
         const acc_t alpha = exp_of<T>(m - m_new), p = exp_of<T>(s - m_new);
         l = l * alpha + p;
 #pragma unroll
         for (int e = 0; e < kGenericSlice; ++e) {
           const int64_t c = c0 + e * kWarpSize + lane;
-          acc[e] = acc[e] * alpha + (c < d ? p * from_storage(vh[j * d + c]) : acc_t(0));
+          acc[e] = acc[e] * alpha + (c < d ? p * from_storage(vh[j * v_ld + c]) : acc_t(0));
         }
         m = m_new;
       }
 #pragma unroll
       for (int e = 0; e < kGenericSlice; ++e) {
         const int64_t c = c0 + e * kWarpSize + lane;
-        if (c < d) out[row * d + c] = to_storage<T>(acc[e] / l);
+        if (c < d) out.row(head, i)[c] = to_storage<T>(acc[e] / l);
       }
       if (c0 == 0 && lane == 0) lse[row] = m + log_of<T>(l);
     }
@@ -105,9 +131,11 @@ __global__ void __launch_bounds__(kGenericWarps* kWarpSize)
 // dl[row] = dot(g[row], out[row]) for the backward's dS = P * (dP - dl).
 template <typename T>
 __global__ void __launch_bounds__(kGenericWarps* kWarpSize)
-    attention_row_dot_kernel(opmath_t<T>* dl, const T* g, const T* out, int64_t d, int64_t rows) {
+    attention_row_dot_kernel(opmath_t<T>* dl, Heads<const T> g, Heads<const T> out, int64_t L, int64_t d,
+                             int64_t rows) {
   for_each_warp_row(rows, [&](int64_t row, int lane) {
-    const opmath_t<T> s = warp_dot(g + row * d, out + row * d, d, lane);
+    const int64_t head = row / L, i = row % L;
+    const opmath_t<T> s = warp_dot(g.row(head, i), out.row(head, i), d, lane);
     if (lane == 0) dl[row] = s;
   });
 }
@@ -115,33 +143,34 @@ __global__ void __launch_bounds__(kGenericWarps* kWarpSize)
 // dq_i = scale * sum_j P_ij (dP_ij - dl_i) k_j, a warp per query row.
 template <typename T>
 __global__ void __launch_bounds__(kGenericWarps* kWarpSize)
-    attention_generic_dq_kernel(T* dq, const T* g, const T* q, const T* k, const T* v, const opmath_t<T>* lse,
-                                const opmath_t<T>* dl, int64_t L, int64_t S, int64_t d, opmath_t<T> scale,
-                                bool causal, int64_t rows) {
+    attention_generic_dq_kernel(Heads<T> dq, Heads<const T> g, Heads<const T> q, Heads<const T> k,
+                                Heads<const T> v, const opmath_t<T>* lse, const opmath_t<T>* dl, int64_t L,
+                                int64_t S, int64_t d, opmath_t<T> scale, bool causal, int64_t rows) {
   using acc_t = opmath_t<T>;
   for_each_warp_row(rows, [&](int64_t row, int lane) {
     const int64_t head = row / L, i = row % L;
-    const T* qi = q + row * d;
-    const T* gi = g + row * d;
-    const T* kh = k + head * S * d;
-    const T* vh = v + head * S * d;
+    const T* qi = q.row(head, i);
+    const T* gi = g.row(head, i);
+    const T* kh = k.head(head);
+    const T* vh = v.head(head);
+    const int64_t k_ld = k.layout.row, v_ld = v.layout.row;
     const int64_t keys = causal ? std::min(S, i + 1) : S;
     const acc_t lse_i = lse[row], dl_i = dl[row];
     for (int64_t c0 = 0; c0 < d; c0 += kGenericChunk) {
       acc_t acc[kGenericSlice] = {};
       for (int64_t j = 0; j < keys; ++j) {
-        const acc_t s = scale * warp_dot(qi, kh + j * d, d, lane);
-        const acc_t ds = exp_of<T>(s - lse_i) * (warp_dot(gi, vh + j * d, d, lane) - dl_i);
+        const acc_t s = scale * warp_dot(qi, kh + j * k_ld, d, lane);
+        const acc_t ds = exp_of<T>(s - lse_i) * (warp_dot(gi, vh + j * v_ld, d, lane) - dl_i);
 #pragma unroll
         for (int e = 0; e < kGenericSlice; ++e) {
           const int64_t c = c0 + e * kWarpSize + lane;
-          if (c < d) acc[e] += ds * from_storage(kh[j * d + c]);
+          if (c < d) acc[e] += ds * from_storage(kh[j * k_ld + c]);
         }
       }
 #pragma unroll
       for (int e = 0; e < kGenericSlice; ++e) {
         const int64_t c = c0 + e * kWarpSize + lane;
-        if (c < d) dq[row * d + c] = to_storage<T>(scale * acc[e]);
+        if (c < d) dq.row(head, i)[c] = to_storage<T>(scale * acc[e]);
       }
     }
   });
@@ -150,21 +179,21 @@ __global__ void __launch_bounds__(kGenericWarps* kWarpSize)
 // dv_j = sum_i P_ij g_i and dk_j = scale * sum_i P_ij (dP_ij - dl_i) q_i, a warp per key row.
 template <typename T>
 __global__ void __launch_bounds__(kGenericWarps* kWarpSize)
-    attention_generic_dkdv_kernel(T* dk, T* dv, const T* g, const T* q, const T* k, const T* v,
-                                  const opmath_t<T>* lse, const opmath_t<T>* dl, int64_t L, int64_t S, int64_t d,
-                                  opmath_t<T> scale, bool causal, int64_t rows) {
+    attention_generic_dkdv_kernel(Heads<T> dk, Heads<T> dv, Heads<const T> g, Heads<const T> q, Heads<const T> k,
+                                  Heads<const T> v, const opmath_t<T>* lse, const opmath_t<T>* dl, int64_t L,
+                                  int64_t S, int64_t d, opmath_t<T> scale, bool causal, int64_t rows) {
   using acc_t = opmath_t<T>;
   for_each_warp_row(rows, [&](int64_t row, int lane) {
     const int64_t head = row / S, j = row % S;
-    const T* kj = k + row * d;
-    const T* vj = v + row * d;
+    const T* kj = k.row(head, j);
+    const T* vj = v.row(head, j);
     const int64_t first = causal ? j : 0;
     for (int64_t c0 = 0; c0 < d; c0 += kGenericChunk) {
       acc_t acc_k[kGenericSlice] = {}, acc_v[kGenericSlice] = {};
       for (int64_t i = first; i < L; ++i) {
         const int64_t qrow = head * L + i;
-        const T* qi = q + qrow * d;
-        const T* gi = g + qrow * d;
+        const T* qi = q.row(head, i);
+        const T* gi = g.row(head, i);
         const acc_t p = exp_of<T>(scale * warp_dot(qi, kj, d, lane) - lse[qrow]);
         const acc_t ds = p * (warp_dot(gi, vj, d, lane) - dl[qrow]);
 #pragma unroll
@@ -180,8 +209,8 @@ __global__ void __launch_bounds__(kGenericWarps* kWarpSize)
       for (int e = 0; e < kGenericSlice; ++e) {
         const int64_t c = c0 + e * kWarpSize + lane;
         if (c < d) {
-          dv[row * d + c] = to_storage<T>(acc_v[e]);
-          dk[row * d + c] = to_storage<T>(scale * acc_k[e]);
+          dv.row(head, j)[c] = to_storage<T>(acc_v[e]);
+          dk.row(head, j)[c] = to_storage<T>(scale * acc_k[e]);
         }
       }
     }
@@ -189,8 +218,8 @@ __global__ void __launch_bounds__(kGenericWarps* kWarpSize)
 }
 
 template <typename T>
-void generic_forward(const AttentionShape& sh, T* out, opmath_t<T>* lse, const T* q, const T* k, const T* v,
-                     double scale, bool causal, cudaStream_t stream) {
+void generic_forward(const AttentionShape& sh, Heads<T> out, opmath_t<T>* lse, Heads<const T> q, Heads<const T> k,
+                     Heads<const T> v, double scale, bool causal, cudaStream_t stream) {
   const int64_t rows = sh.bh * sh.L;
   attention_generic_kernel<T><<<grid_stride_blocks(rows, kGenericWarps), kGenericWarps * kWarpSize, 0, stream>>>(
       out, lse, q, k, v, sh.L, sh.S, sh.d, static_cast<opmath_t<T>>(scale), causal, rows);
@@ -198,8 +227,9 @@ void generic_forward(const AttentionShape& sh, T* out, opmath_t<T>* lse, const T
 }
 
 template <typename T>
-void generic_backward(const AttentionShape& sh, T* dq, T* dk, T* dv, const T* g, const T* q, const T* k, const T* v,
-                      const opmath_t<T>* lse, const opmath_t<T>* dl, double scale, bool causal, cudaStream_t stream) {
+void generic_backward(const AttentionShape& sh, Heads<T> dq, Heads<T> dk, Heads<T> dv, Heads<const T> g,
+                      Heads<const T> q, Heads<const T> k, Heads<const T> v, const opmath_t<T>* lse,
+                      const opmath_t<T>* dl, double scale, bool causal, cudaStream_t stream) {
   const auto s = static_cast<opmath_t<T>>(scale);
   const int64_t q_rows = sh.bh * sh.L, k_rows = sh.bh * sh.S;
   attention_generic_dq_kernel<T><<<grid_stride_blocks(q_rows, kGenericWarps), kGenericWarps * kWarpSize, 0, stream>>>(
@@ -278,18 +308,18 @@ __device__ __forceinline__ float component(const float4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// Copies rows [row0, row0 + 64) of a [rows, d] matrix into a tile, zeros past `rows` and d.
-// vectorized: d % 4 == 0 and src 16-byte aligned.
+// Copies rows [row0, row0 + 64) of a [rows, d] matrix with rows ld apart into a tile, zeros past
+// `rows` and d. vectorized: d % 4 == 0 and every row 16-byte aligned.
 template <int kD>
 __device__ __forceinline__ void load_float_tile(float* tile, const float* src, int64_t row0, int64_t rows, int d,
-                                                bool vectorized) {
+                                                int64_t ld, bool vectorized) {
   constexpr int kQuads = kD / 4;
   for (int idx = threadIdx.x; idx < kFloatTile * kQuads; idx += kFloatThreads) {
     const int r = idx / kQuads, c = (idx % kQuads) * 4;
     const int64_t row = row0 + r;
     float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
     if (row < rows) {
-      const float* p = src + row * d + c;
+      const float* p = src + row * ld + c;
       if (vectorized) {
         if (c < d) x = *reinterpret_cast<const float4*>(p);
       } else {
@@ -304,10 +334,11 @@ __device__ __forceinline__ void load_float_tile(float* tile, const float* src, i
 }
 
 // Stores a thread's rows of a D-wide product, times `factor`, into rows [row0, row0 + 64) of a
-// [rows, d] matrix (the part inside it).
+// [rows, d] matrix with rows ld apart (the part inside it).
 template <int kD>
 __device__ __forceinline__ void store_float_rows(float* dst, const float (&acc)[4][kD / 16], float factor,
-                                                 int64_t row0, int64_t rows, int d, bool vectorized, int ty, int tx) {
+                                                 int64_t row0, int64_t rows, int d, int64_t ld, bool vectorized,
+                                                 int ty, int tx) {
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     const int64_t row = row0 + ty + 16 * r;
@@ -315,7 +346,7 @@ __device__ __forceinline__ void store_float_rows(float* dst, const float (&acc)[
 #pragma unroll
     for (int g = 0; g < kD / 64; ++g) {
       const int c = 64 * g + 4 * tx;
-      float* p = dst + row * d + c;
+      float* p = dst + row * ld + c;
       const float4 x = make_float4(acc[r][4 * g] * factor, acc[r][4 * g + 1] * factor, acc[r][4 * g + 2] * factor,
                                    acc[r][4 * g + 3] * factor);
       if (vectorized) {
@@ -387,8 +418,9 @@ __device__ __forceinline__ float row_combine(float v, const Op& op) {
 
 template <int kD, bool kCausal>
 __global__ void __launch_bounds__(kFloatThreads)
-    attention_float_kernel(float* out, float* lse, const float* q, const float* k, const float* v, int64_t bh,
-                           int64_t L, int64_t S, int d, int64_t q_tiles, float scale, bool vectorized) {
+    attention_float_kernel(Heads<float> out, float* lse, Heads<const float> q, Heads<const float> k,
+                           Heads<const float> v, int64_t bh, int64_t L, int64_t S, int d, int64_t q_tiles, float scale,
+                           bool vectorized) {
   constexpr int kStride = kFloatRowStride<kD>, kG = kD / 64;
   float* s_q = shared_as<float>();
   float* s_kv = s_q + kFloatTileFloats<kD>;  // the key tile, then the value tile
@@ -396,9 +428,9 @@ __global__ void __launch_bounds__(kFloatThreads)
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   const int64_t head = blockIdx.x % bh;
   const int64_t q0 = (q_tiles - 1 - blockIdx.x / bh) * kFloatTile;  // the longest causal rows first
-  const float* kh = k + head * S * d;
-  const float* vh = v + head * S * d;
-  load_float_tile<kD>(s_q, q + head * L * d, q0, L, d, vectorized);
+  const float* kh = k.head(head);
+  const float* vh = v.head(head);
+  load_float_tile<kD>(s_q, q.head(head), q0, L, d, q.layout.row, vectorized);
   const int64_t key_end = kCausal ? std::min(S, std::min(q0 + kFloatTile, L)) : S;
 
   float m[4], l[4], o[4][kD / 16] = {};
@@ -409,7 +441,7 @@ __global__ void __launch_bounds__(kFloatThreads)
   }
   for (int64_t kv0 = 0; kv0 < key_end; kv0 += kFloatTile) {
     __syncthreads();  // the previous value tile and score tile are used up
-    load_float_tile<kD>(s_kv, kh, kv0, S, d, vectorized);
+    load_float_tile<kD>(s_kv, kh, kv0, S, d, k.layout.row, vectorized);
     __syncthreads();
     float s[4][4] = {};
     float_product_nt<kD, kStride, kStride>(s, s_q, s_kv, ty, tx);
@@ -442,7 +474,7 @@ __global__ void __launch_bounds__(kFloatThreads)
       }
     }
     __syncthreads();  // the scores are in place and the key tile is used up
-    load_float_tile<kD>(s_kv, vh, kv0, S, d, vectorized);
+    load_float_tile<kD>(s_kv, vh, kv0, S, d, v.layout.row, vectorized);
     __syncthreads();
     float_product_nn<kFloatTile, kG, kFloatScoreStride, kStride>(o, s_p, s_kv, ty, tx);
   }
@@ -454,15 +486,15 @@ __global__ void __launch_bounds__(kFloatThreads)
     const int64_t row = q0 + ty + 16 * r;
     if (tx == 0 && row < L) lse[head * L + row] = m[r] + logf(total);
   }
-  store_float_rows<kD>(out + head * L * d, o, 1.f, q0, L, d, vectorized, ty, tx);
+  store_float_rows<kD>(out.head(head), o, 1.f, q0, L, d, out.layout.row, vectorized, ty, tx);
 }
 
 // A block per key tile: dv = P^T g and dk = scale * dS^T q over the query tiles.
 template <int kD, bool kCausal>
 __global__ void __launch_bounds__(kFloatThreads)
-    attention_float_dkdv_kernel(float* dk, float* dv, const float* g, const float* q, const float* k,
-                                const float* v, const float* lse, const float* dl, int64_t bh, int64_t L, int64_t S,
-                                int d, float scale, bool vectorized) {
+    attention_float_dkdv_kernel(Heads<float> dk, Heads<float> dv, Heads<const float> g, Heads<const float> q,
+                                Heads<const float> k, Heads<const float> v, const float* lse, const float* dl,
+                                int64_t bh, int64_t L, int64_t S, int d, float scale, bool vectorized) {
   constexpr int kStride = kFloatRowStride<kD>, kG = kD / 64;
   float* s_k = shared_as<float>();
   float* s_v = s_k + kFloatTileFloats<kD>;
@@ -474,16 +506,16 @@ __global__ void __launch_bounds__(kFloatThreads)
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   const int64_t head = blockIdx.x % bh;
   const int64_t kv0 = blockIdx.x / bh * kFloatTile;  // the longest causal columns first
-  const float* qh = q + head * L * d;
-  const float* gh = g + head * L * d;
-  load_float_tile<kD>(s_k, k + head * S * d, kv0, S, d, vectorized);
-  load_float_tile<kD>(s_v, v + head * S * d, kv0, S, d, vectorized);
+  const float* qh = q.head(head);
+  const float* gh = g.head(head);
+  load_float_tile<kD>(s_k, k.head(head), kv0, S, d, k.layout.row, vectorized);
+  load_float_tile<kD>(s_v, v.head(head), kv0, S, d, v.layout.row, vectorized);
 
   float acc_k[4][kD / 16] = {}, acc_v[4][kD / 16] = {};
   for (int64_t q0 = kCausal ? kv0 : 0; q0 < L; q0 += kFloatTile) {
     __syncthreads();  // the previous tiles are used up
-    load_float_tile<kD>(s_q, qh, q0, L, d, vectorized);
-    load_float_tile<kD>(s_g, gh, q0, L, d, vectorized);
+    load_float_tile<kD>(s_q, qh, q0, L, d, q.layout.row, vectorized);
+    load_float_tile<kD>(s_g, gh, q0, L, d, g.layout.row, vectorized);
     if (threadIdx.x < kFloatTile) {
       const int64_t row = q0 + threadIdx.x;
       s_lse[threadIdx.x] = row < L ? lse[head * L + row] : INFINITY;  // P = 0 past the queries
@@ -515,16 +547,16 @@ __global__ void __launch_bounds__(kFloatThreads)
     __syncthreads();
     float_product_nn<kFloatTile, kG, kFloatScoreStride, kStride>(acc_k, s_scores, s_q, ty, tx);
   }
-  store_float_rows<kD>(dv + head * S * d, acc_v, 1.f, kv0, S, d, vectorized, ty, tx);
-  store_float_rows<kD>(dk + head * S * d, acc_k, scale, kv0, S, d, vectorized, ty, tx);
+  store_float_rows<kD>(dv.head(head), acc_v, 1.f, kv0, S, d, dv.layout.row, vectorized, ty, tx);
+  store_float_rows<kD>(dk.head(head), acc_k, scale, kv0, S, d, dk.layout.row, vectorized, ty, tx);
 }
 
 // A block per query tile: dq = scale * dS k over the key tiles.
 template <int kD, bool kCausal>
 __global__ void __launch_bounds__(kFloatThreads)
-    attention_float_dq_kernel(float* dq, const float* g, const float* q, const float* k, const float* v,
-                              const float* lse, const float* dl, int64_t bh, int64_t L, int64_t S, int d,
-                              int64_t q_tiles, float scale, bool vectorized) {
+    attention_float_dq_kernel(Heads<float> dq, Heads<const float> g, Heads<const float> q, Heads<const float> k,
+                              Heads<const float> v, const float* lse, const float* dl, int64_t bh, int64_t L,
+                              int64_t S, int d, int64_t q_tiles, float scale, bool vectorized) {
   constexpr int kStride = kFloatRowStride<kD>, kG = kD / 64;
   float* s_q = shared_as<float>();
   float* s_g = s_q + kFloatTileFloats<kD>;
@@ -534,10 +566,10 @@ __global__ void __launch_bounds__(kFloatThreads)
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   const int64_t head = blockIdx.x % bh;
   const int64_t q0 = (q_tiles - 1 - blockIdx.x / bh) * kFloatTile;
-  const float* kh = k + head * S * d;
-  const float* vh = v + head * S * d;
-  load_float_tile<kD>(s_q, q + head * L * d, q0, L, d, vectorized);
-  load_float_tile<kD>(s_g, g + head * L * d, q0, L, d, vectorized);
+  const float* kh = k.head(head);
+  const float* vh = v.head(head);
+  load_float_tile<kD>(s_q, q.head(head), q0, L, d, q.layout.row, vectorized);
+  load_float_tile<kD>(s_g, g.head(head), q0, L, d, g.layout.row, vectorized);
   float row_lse[4], row_dl[4];
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
@@ -550,8 +582,8 @@ __global__ void __launch_bounds__(kFloatThreads)
   float acc[4][kD / 16] = {};
   for (int64_t kv0 = 0; kv0 < key_end; kv0 += kFloatTile) {
     __syncthreads();  // the previous tiles are used up
-    load_float_tile<kD>(s_k, kh, kv0, S, d, vectorized);
-    load_float_tile<kD>(s_v, vh, kv0, S, d, vectorized);
+    load_float_tile<kD>(s_k, kh, kv0, S, d, k.layout.row, vectorized);
+    load_float_tile<kD>(s_v, vh, kv0, S, d, v.layout.row, vectorized);
     __syncthreads();
     float s[4][4] = {}, dp[4][4] = {};
     float_product_nt<kD, kStride, kStride>(s, s_q, s_k, ty, tx);
@@ -569,16 +601,16 @@ __global__ void __launch_bounds__(kFloatThreads)
     __syncthreads();
     float_product_nn<kFloatTile, kG, kFloatScoreStride, kStride>(acc, s_ds, s_k, ty, tx);
   }
-  store_float_rows<kD>(dq + head * L * d, acc, scale, q0, L, d, vectorized, ty, tx);
+  store_float_rows<kD>(dq.head(head), acc, scale, q0, L, d, dq.layout.row, vectorized, ty, tx);
 }
 
 template <typename... P>
-bool float_vectorizable(int64_t d, const P*... ptrs) {
-  return d % 4 == 0 && ((reinterpret_cast<uintptr_t>(ptrs) % 16 == 0) && ...);
+bool float_vectorizable(int64_t d, const Heads<P>&... operands) {
+  return d % 4 == 0 && (operands.rows_aligned_16() && ...);
 }
 
-void float_forward(const AttentionShape& sh, float* out, float* lse, const float* q, const float* k, const float* v,
-                   double scale, bool causal, cudaStream_t stream) {
+void float_forward(const AttentionShape& sh, Heads<float> out, float* lse, Heads<const float> q, Heads<const float> k,
+                   Heads<const float> v, double scale, bool causal, cudaStream_t stream) {
   const int64_t q_tiles = ceil_div(sh.L, kFloatTile);
   const bool vec = float_vectorizable(sh.d, out, q, k, v);
   with_padded_head_dim(sh.d, [&](auto head_dim) {
@@ -594,9 +626,9 @@ void float_forward(const AttentionShape& sh, float* out, float* lse, const float
   });
 }
 
-void float_backward(const AttentionShape& sh, float* dq, float* dk, float* dv, const float* g, const float* q,
-                    const float* k, const float* v, const float* lse, const float* dl, double scale, bool causal,
-                    cudaStream_t stream) {
+void float_backward(const AttentionShape& sh, Heads<float> dq, Heads<float> dk, Heads<float> dv,
+                    Heads<const float> g, Heads<const float> q, Heads<const float> k, Heads<const float> v,
+                    const float* lse, const float* dl, double scale, bool causal, cudaStream_t stream) {
   const int64_t q_tiles = ceil_div(sh.L, kFloatTile), k_tiles = ceil_div(sh.S, kFloatTile);
   const bool vec = float_vectorizable(sh.d, dq, dk, dv, g, q, k, v);
   const auto s = static_cast<float>(scale);
@@ -729,17 +761,17 @@ __device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4], const float 
   a[3] = pack_pair<T>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
 }
 
-// Rows [row0, row0 + kRows) of a [rows, d] matrix into a shared tile (asynchronously), zeros past
-// `rows` and d (d % 8 == 0, src 16-byte aligned).
+// Rows [row0, row0 + kRows) of a [rows, d] matrix with rows ld apart into a shared tile
+// (asynchronously), zeros past `rows` and d (d % 8 == 0, every row 16-byte aligned).
 template <int kRows, int kD>
 __device__ __forceinline__ void load_mma_tile(uint16_t* tile, const uint16_t* src, int64_t row0, int64_t rows,
-                                              int d) {
+                                              int d, int64_t ld) {
   constexpr int kChunks = kD / 8;
   for (int idx = threadIdx.x; idx < kRows * kChunks; idx += kMmaThreads) {
     const int r = idx / kChunks, c = (idx % kChunks) * 8;
     const int64_t row = row0 + r;
     const bool valid = row < rows && c < d;
-    cp_async_16(tile + r * kMmaRowStride<kD> + c, valid ? src + row * d + c : src, valid);
+    cp_async_16(tile + r * kMmaRowStride<kD> + c, valid ? src + row * ld + c : src, valid);
   }
 }
 
@@ -774,33 +806,35 @@ __device__ __forceinline__ void mma_rows(float (&c)[kN][4], const uint32_t (&a)[
 }
 
 // Stores rows `row` of a warp's D-wide accumulators (half r: 0 for row group, 1 for group + 8),
-// times factor, into a [rows, d] matrix.
+// times factor, into a [rows, d] matrix with rows ld apart.
 template <typename T, int kD>
 __device__ __forceinline__ void store_mma_row(uint16_t* dst, const float (&acc)[kD / 8][4], int r, float factor,
-                                              int64_t row, int d, int lane) {
+                                              int64_t row, int d, int64_t ld, int lane) {
 #pragma unroll
   for (int n = 0; n < kD / 8; ++n) {
     const int c = n * 8 + (lane % 4) * 2;
     if (c < d)
-      *reinterpret_cast<uint32_t*>(dst + row * d + c) =
+      *reinterpret_cast<uint32_t*>(dst + row * ld + c) =
           pack_pair<T>(acc[n][2 * r] * factor, acc[n][2 * r + 1] * factor);
   }
 }
 
 template <typename T, int kD, bool kCausal>
 __global__ void __launch_bounds__(kMmaThreads)
-    attention_mma_kernel(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                         int64_t bh, int64_t L, int64_t S, int d, int64_t q_tiles, float scale_log2) {
+    attention_mma_kernel(Heads<uint16_t> out, float* lse, Heads<const uint16_t> q, Heads<const uint16_t> k,
+                         Heads<const uint16_t> v, int64_t bh, int64_t L, int64_t S, int d, int64_t q_tiles,
+                         float scale_log2) {
   constexpr int kStride = kMmaRowStride<kD>, kKeys = 64;
   __shared__ alignas(16) uint16_t s_k[kKeys * kStride];
   __shared__ alignas(16) uint16_t s_v[kKeys * kStride];  // the query tile first
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t head = blockIdx.x % bh;
   const int64_t q0 = (q_tiles - 1 - blockIdx.x / bh) * kMmaRows;  // the longest causal rows first
-  const uint16_t* kh = k + head * S * d;
-  const uint16_t* vh = v + head * S * d;
-  load_mma_tile<kMmaRows, kD>(s_v, q + head * L * d, q0, L, d);
-  load_mma_tile<kKeys, kD>(s_k, kh, 0, S, d);
+  const uint16_t* kh = k.head(head);
+  const uint16_t* vh = v.head(head);
+  const int64_t k_ld = k.layout.row, v_ld = v.layout.row;
+  load_mma_tile<kMmaRows, kD>(s_v, q.head(head), q0, L, d, q.layout.row);
+  load_mma_tile<kKeys, kD>(s_k, kh, 0, S, d, k_ld);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
@@ -814,7 +848,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   const int64_t key_end = kCausal ? std::min(S, std::min(q0 + kMmaRows, L)) : S;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, o[kD / 8][4] = {};
   for (int64_t kv0 = 0; kv0 < key_end; kv0 += kKeys) {
-    load_mma_tile<kKeys, kD>(s_v, vh, kv0, S, d);
+    load_mma_tile<kKeys, kD>(s_v, vh, kv0, S, d, v_ld);
     cp_async_commit();
     float s[kKeys / 8][4] = {};
 #pragma unroll
@@ -857,7 +891,7 @@ __global__ void __launch_bounds__(kMmaThreads)
     }
     cp_async_wait<0>();
     __syncthreads();  // the value tile is in place and every warp is done with the key tile
-    if (kv0 + kKeys < key_end) load_mma_tile<kKeys, kD>(s_k, kh, kv0 + kKeys, S, d);
+    if (kv0 + kKeys < key_end) load_mma_tile<kKeys, kD>(s_k, kh, kv0 + kKeys, S, d, k_ld);
     cp_async_commit();
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
@@ -876,7 +910,7 @@ __global__ void __launch_bounds__(kMmaThreads)
     total += rtx_shfl_xor(total, 2);
     const int64_t row = row_base + 8 * r;
     if (row >= L) continue;
-    store_mma_row<T, kD>(out + head * L * d, o, r, 1.f / total, row, d, lane);
+    store_mma_row<T, kD>(out.head(head), o, r, 1.f / total, row, d, out.layout.row, lane);
     if (lane % 4 == 0) lse[head * L + row] = m[r] * kLn2 + logf(total);
   }
 }
@@ -885,9 +919,10 @@ __global__ void __launch_bounds__(kMmaThreads)
 // which stream through double-buffered shared tiles with their lse (log2 domain) and dl.
 template <typename T, int kD, bool kCausal>
 __global__ void __launch_bounds__(kMmaThreads)
-    attention_mma_dkdv_kernel(uint16_t* dk, uint16_t* dv, const uint16_t* g, const uint16_t* q, const uint16_t* k,
-                              const uint16_t* v, const float* lse, const float* dl, int64_t bh, int64_t L, int64_t S,
-                              int d, float scale, float scale_log2) {
+    attention_mma_dkdv_kernel(Heads<uint16_t> dk, Heads<uint16_t> dv, Heads<const uint16_t> g,
+                              Heads<const uint16_t> q, Heads<const uint16_t> k, Heads<const uint16_t> v,
+                              const float* lse, const float* dl, int64_t bh, int64_t L, int64_t S, int d, float scale,
+                              float scale_log2) {
   constexpr int kStride = kMmaRowStride<kD>, kQ = kMmaStreamRows<kD>;
   uint16_t* s_k = shared_as<uint16_t>();
   uint16_t* s_v = s_k + kMmaRows * kStride;
@@ -898,11 +933,11 @@ __global__ void __launch_bounds__(kMmaThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t head = blockIdx.x % bh;
   const int64_t kv0 = blockIdx.x / bh * kMmaRows;  // the longest causal columns first
-  const uint16_t* qh = q + head * L * d;
-  const uint16_t* gh = g + head * L * d;
+  const uint16_t* qh = q.head(head);
+  const uint16_t* gh = g.head(head);
   const auto load_queries = [&](int64_t q0, int buf) {
-    load_mma_tile<kQ, kD>(s_q + buf * kQ * kStride, qh, q0, L, d);
-    load_mma_tile<kQ, kD>(s_g + buf * kQ * kStride, gh, q0, L, d);
+    load_mma_tile<kQ, kD>(s_q + buf * kQ * kStride, qh, q0, L, d, q.layout.row);
+    load_mma_tile<kQ, kD>(s_g + buf * kQ * kStride, gh, q0, L, d, g.layout.row);
     if (threadIdx.x < kQ) {
       const int64_t row = q0 + threadIdx.x;
       s_lse[buf * kQ + threadIdx.x] = row < L ? lse[head * L + row] * static_cast<float>(kLog2e) : INFINITY;
@@ -911,8 +946,8 @@ __global__ void __launch_bounds__(kMmaThreads)
   };
   const int64_t q_begin = kCausal ? kv0 : 0;  // earlier queries see none of these keys
   if (q_begin < L) {
-    load_mma_tile<kMmaRows, kD>(s_k, k + head * S * d, kv0, S, d);
-    load_mma_tile<kMmaRows, kD>(s_v, v + head * S * d, kv0, S, d);
+    load_mma_tile<kMmaRows, kD>(s_k, k.head(head), kv0, S, d, k.layout.row);
+    load_mma_tile<kMmaRows, kD>(s_v, v.head(head), kv0, S, d, v.layout.row);
     load_queries(q_begin, 0);
   }
   cp_async_commit();
@@ -971,8 +1006,8 @@ __global__ void __launch_bounds__(kMmaThreads)
   for (int r = 0; r < 2; ++r) {
     const int64_t key = key_base + 8 * r;
     if (key >= S) continue;
-    store_mma_row<T, kD>(dv + head * S * d, acc_v, r, 1.f, key, d, lane);
-    store_mma_row<T, kD>(dk + head * S * d, acc_k, r, scale, key, d, lane);
+    store_mma_row<T, kD>(dv.head(head), acc_v, r, 1.f, key, d, dv.layout.row, lane);
+    store_mma_row<T, kD>(dk.head(head), acc_k, r, scale, key, d, dk.layout.row, lane);
   }
 }
 
@@ -980,9 +1015,9 @@ __global__ void __launch_bounds__(kMmaThreads)
 // through double-buffered shared tiles.
 template <typename T, int kD, bool kCausal>
 __global__ void __launch_bounds__(kMmaThreads)
-    attention_mma_dq_kernel(uint16_t* dq, const uint16_t* g, const uint16_t* q, const uint16_t* k,
-                            const uint16_t* v, const float* lse, const float* dl, int64_t bh, int64_t L, int64_t S,
-                            int d, int64_t q_tiles, float scale, float scale_log2) {
+    attention_mma_dq_kernel(Heads<uint16_t> dq, Heads<const uint16_t> g, Heads<const uint16_t> q,
+                            Heads<const uint16_t> k, Heads<const uint16_t> v, const float* lse, const float* dl,
+                            int64_t bh, int64_t L, int64_t S, int d, int64_t q_tiles, float scale, float scale_log2) {
   constexpr int kStride = kMmaRowStride<kD>, kKeys = kMmaStreamRows<kD>;
   uint16_t* s_q = shared_as<uint16_t>();
   uint16_t* s_g = s_q + kMmaRows * kStride;
@@ -991,14 +1026,14 @@ __global__ void __launch_bounds__(kMmaThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t head = blockIdx.x % bh;
   const int64_t q0 = (q_tiles - 1 - blockIdx.x / bh) * kMmaRows;  // the longest causal rows first
-  const uint16_t* kh = k + head * S * d;
-  const uint16_t* vh = v + head * S * d;
+  const uint16_t* kh = k.head(head);
+  const uint16_t* vh = v.head(head);
   const auto load_keys = [&](int64_t kv0, int buf) {
-    load_mma_tile<kKeys, kD>(s_k + buf * kKeys * kStride, kh, kv0, S, d);
-    load_mma_tile<kKeys, kD>(s_v + buf * kKeys * kStride, vh, kv0, S, d);
+    load_mma_tile<kKeys, kD>(s_k + buf * kKeys * kStride, kh, kv0, S, d, k.layout.row);
+    load_mma_tile<kKeys, kD>(s_v + buf * kKeys * kStride, vh, kv0, S, d, v.layout.row);
   };
-  load_mma_tile<kMmaRows, kD>(s_q, q + head * L * d, q0, L, d);
-  load_mma_tile<kMmaRows, kD>(s_g, g + head * L * d, q0, L, d);
+  load_mma_tile<kMmaRows, kD>(s_q, q.head(head), q0, L, d, q.layout.row);
+  load_mma_tile<kMmaRows, kD>(s_g, g.head(head), q0, L, d, g.layout.row);
   load_keys(0, 0);
   cp_async_commit();
 
@@ -1056,22 +1091,23 @@ __global__ void __launch_bounds__(kMmaThreads)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int64_t row = row_base + 8 * r;
-    if (row < L) store_mma_row<T, kD>(dq + head * L * d, acc, r, scale, row, d, lane);
+    if (row < L) store_mma_row<T, kD>(dq.head(head), acc, r, scale, row, d, dq.layout.row, lane);
   }
 }
 
+// A 16-bit operand as raw bits.
 template <typename T>
-const uint16_t* bits_of(const T* p) {
-  return reinterpret_cast<const uint16_t*>(p);
+Heads<const uint16_t> bits_of(const Heads<const T>& h) {
+  return {reinterpret_cast<const uint16_t*>(h.data), h.layout};
 }
 template <typename T>
-uint16_t* bits_of(T* p) {
-  return reinterpret_cast<uint16_t*>(p);
+Heads<uint16_t> bits_of(const Heads<T>& h) {
+  return {reinterpret_cast<uint16_t*>(h.data), h.layout};
 }
 
 template <typename T>
-void mma_forward(const AttentionShape& sh, T* out, float* lse, const T* q, const T* k, const T* v, double scale,
-                 bool causal, cudaStream_t stream) {
+void mma_forward(const AttentionShape& sh, Heads<T> out, float* lse, Heads<const T> q, Heads<const T> k,
+                 Heads<const T> v, double scale, bool causal, cudaStream_t stream) {
   const int64_t q_tiles = ceil_div(sh.L, kMmaRows);
   with_padded_head_dim(sh.d, [&](auto head_dim) {
     constexpr int kD = decltype(head_dim)::value;
@@ -1086,8 +1122,9 @@ void mma_forward(const AttentionShape& sh, T* out, float* lse, const T* q, const
 }
 
 template <typename T>
-void mma_backward(const AttentionShape& sh, T* dq, T* dk, T* dv, const T* g, const T* q, const T* k, const T* v,
-                  const float* lse, const float* dl, double scale, bool causal, cudaStream_t stream) {
+void mma_backward(const AttentionShape& sh, Heads<T> dq, Heads<T> dk, Heads<T> dv, Heads<const T> g,
+                  Heads<const T> q, Heads<const T> k, Heads<const T> v, const float* lse, const float* dl,
+                  double scale, bool causal, cudaStream_t stream) {
   const int64_t q_tiles = ceil_div(sh.L, kMmaRows), k_tiles = ceil_div(sh.S, kMmaRows);
   const auto s = static_cast<float>(scale), s_log2 = static_cast<float>(scale * kLog2e);
   const int d = static_cast<int>(sh.d);
@@ -1117,9 +1154,9 @@ void mma_backward(const AttentionShape& sh, T* dq, T* dk, T* dv, const T* g, con
 enum class AttentionPath { kGeneric, kFloatTiles, kTensorCores };
 
 // Which kernels compute attention of T with this shape on `device`, whose operands (inputs and
-// outputs of 16-bit data) are `operands`. Returning kGeneric always is correct (and slow).
+// outputs) are `operands`. Returning kGeneric always is correct (and slow).
 template <typename T>
-AttentionPath attention_path(const AttentionShape& sh, std::initializer_list<const void*> operands, int device) {
+AttentionPath attention_path(const AttentionShape& sh, std::initializer_list<Heads<const T>> operands, int device) {
 #if defined(__HIP_PLATFORM_AMD__)
   (void)sh, (void)operands, (void)device;
   return AttentionPath::kGeneric;
@@ -1132,7 +1169,7 @@ AttentionPath attention_path(const AttentionShape& sh, std::initializer_list<con
   const int d_pad = sh.d <= 64 ? 64 : 128;
   if constexpr (sizeof(T) == 2) {
     const bool aligned = std::all_of(operands.begin(), operands.end(),
-                                     [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; });
+                                     [](const Heads<const T>& h) { return h.rows_aligned_16(); });
     if (sh.d % 8 == 0 && aligned && major >= 8 && mma_backward_shared_bytes(d_pad) <= static_cast<size_t>(shared_optin))
       return AttentionPath::kTensorCores;
   } else if constexpr (std::is_same_v<T, float>) {
@@ -1144,8 +1181,8 @@ AttentionPath attention_path(const AttentionShape& sh, std::initializer_list<con
 }
 
 template <typename T>
-void forward(const AttentionShape& sh, T* out, opmath_t<T>* lse, const T* q, const T* k, const T* v, double scale,
-             bool causal, int device, cudaStream_t stream) {
+void forward(const AttentionShape& sh, Heads<T> out, opmath_t<T>* lse, Heads<const T> q, Heads<const T> k,
+             Heads<const T> v, double scale, bool causal, int device, cudaStream_t stream) {
   switch (attention_path<T>(sh, {out, q, k, v}, device)) {
 #if !defined(__HIP_PLATFORM_AMD__)
     case AttentionPath::kTensorCores:
@@ -1161,9 +1198,9 @@ void forward(const AttentionShape& sh, T* out, opmath_t<T>* lse, const T* q, con
 }
 
 template <typename T>
-void backward(const AttentionShape& sh, T* dq, T* dk, T* dv, const T* g, const T* q, const T* k, const T* v,
-              const opmath_t<T>* lse, const opmath_t<T>* dl, double scale, bool causal, int device,
-              cudaStream_t stream) {
+void backward(const AttentionShape& sh, Heads<T> dq, Heads<T> dk, Heads<T> dv, Heads<const T> g, Heads<const T> q,
+              Heads<const T> k, Heads<const T> v, const opmath_t<T>* lse, const opmath_t<T>* dl, double scale,
+              bool causal, int device, cudaStream_t stream) {
   switch (attention_path<T>(sh, {dq, dk, dv, g, q, k, v}, device)) {
 #if !defined(__HIP_PLATFORM_AMD__)
     case AttentionPath::kTensorCores:
@@ -1186,8 +1223,8 @@ void attention_cuda(const Tensor& out, const Tensor& lse, const Tensor& q, const
   detail::KernelScope scope(q.device());
   RTX_DISPATCH_FLOATS(q.dtype(), "attention", [&] {
     using T = scalar_t;
-    forward<T>(sh, out.data_ptr<T>(), lse.data_ptr<opmath_t<T>>(), q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(),
-               scale, causal, q.device().index, scope.stream());
+    forward<T>(sh, heads_of<T>(out), lse.data_ptr<opmath_t<T>>(), heads_of<const T>(q), heads_of<const T>(k),
+               heads_of<const T>(v), scale, causal, q.device().index, scope.stream());
   });
 }
 
@@ -1200,16 +1237,16 @@ void attention_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& d
   RTX_DISPATCH_FLOATS(q.dtype(), "attention_backward", [&] {
     using T = scalar_t;
     using acc_t = opmath_t<T>;
-    const T* gp = g.data_ptr<T>();
+    const Heads<const T> gh = heads_of<const T>(g);
     const Tensor dl_t = rtx::detail::make_tensor({sh.bh, sh.L}, lse.dtype(), q.device());
     acc_t* dl = dl_t.data_ptr<acc_t>();
     const int64_t rows = sh.bh * sh.L;
     attention_row_dot_kernel<T>
         <<<grid_stride_blocks(rows, kGenericWarps), kGenericWarps * kWarpSize, 0, scope.stream()>>>(
-            dl, gp, out.data_ptr<T>(), sh.d, rows);
+            dl, gh, heads_of<const T>(out), sh.L, sh.d, rows);
     RTX_CUDA_CHECK_LAUNCH();
-    backward<T>(sh, dq.data_ptr<T>(), dk.data_ptr<T>(), dv.data_ptr<T>(), gp, q.data_ptr<T>(), k.data_ptr<T>(),
-                v.data_ptr<T>(), lse.data_ptr<acc_t>(), dl, scale, causal, q.device().index, scope.stream());
+    backward<T>(sh, heads_of<T>(dq), heads_of<T>(dk), heads_of<T>(dv), gh, heads_of<const T>(q), heads_of<const T>(k),
+                heads_of<const T>(v), lse.data_ptr<acc_t>(), dl, scale, causal, q.device().index, scope.stream());
   });
 }
 

@@ -33,6 +33,16 @@ Tensor make_tensor(const Shape& sizes, DType dtype, Device device, bool pinned) 
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype));
 }
 
+Tensor make_permuted(const Shape& sizes, const std::vector<int64_t>& layout, DType dtype, Device device) {
+  Shape stored(sizes.size());
+  for (size_t i = 0; i < layout.size(); ++i) stored[i] = sizes[static_cast<size_t>(layout[i])];
+  Tensor t = make_tensor(stored, dtype, device);
+  const Shape stored_strides = t.strides();
+  Shape strides(sizes.size());
+  for (size_t i = 0; i < layout.size(); ++i) strides[static_cast<size_t>(layout[i])] = stored_strides[i];
+  return Tensor(std::make_shared<TensorImpl>(t.impl()->storage, sizes, std::move(strides), 0, dtype));
+}
+
 Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>(t.impl()->storage, std::move(sizes), std::move(strides), offset, t.dtype());
   impl->is_view = true;

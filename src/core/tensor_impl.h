@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "core/storage.h"
 #include "rtx/tensor.h"
@@ -36,6 +37,9 @@ class TensorImpl {
 
 // A new contiguous tensor (uninitialized); pinned: in page-locked host memory (device must be the CPU).
 Tensor make_tensor(const Shape& sizes, DType dtype, Device device, bool pinned = false);
+// A new tensor of `sizes` (uninitialized, owning its storage) whose dims lie in memory in the order
+// `layout` (a permutation of the dims, outermost first), as torch.empty_permuted.
+Tensor make_permuted(const Shape& sizes, const std::vector<int64_t>& layout, DType dtype, Device device);
 // A view of t's storage with other geometry; no autograd record.
 Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t offset);
 // A view of t with the same geometry and no autograd record (what detach returns).

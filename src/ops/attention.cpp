@@ -6,6 +6,9 @@
 // recorded, create_graph) it is composed of public ops.
 #include <cmath>
 #include <limits>
+#include <numeric>
+#include <utility>
+#include <vector>
 
 #include "autograd/function.h"
 #include "ops/internal.h"
@@ -78,21 +81,29 @@ bool fused_applies(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
          v.size(-1) == q.size(-1) && q.numel() > 0 && k.numel() > 0;
 }
 
-// t ([..., n, d], contiguous) as [bh, n, d], unrecorded.
-Tensor as_heads(const Tensor& t) {
-  NoGradGuard no_grad;
-  return t.view({-1, t.size(-2), t.size(-1)});
+// An operand the kernels read as it is when its heads have a layout (see head_layout), else a
+// contiguous copy (recorded, so gradients reach the original).
+Tensor kernel_operand(const Tensor& t) { return detail::head_layout(t) ? t : t.contiguous(); }
+
+// A new [..., n, D] tensor stored as [..., n, heads, D] when it has a heads dim (4 or more dims):
+// the layout in which a transformer's transpose(-3, -2) back to [..., n, heads, D] and the merge of
+// the heads need no copy. Fewer dims: contiguous.
+Tensor make_head_major(const Shape& shape, DType dtype, Device device) {
+  const auto n = static_cast<int64_t>(shape.size());
+  if (n < 4) return detail::make_tensor(shape, dtype, device);
+  std::vector<int64_t> layout(shape.size());
+  std::iota(layout.begin(), layout.end(), int64_t{0});
+  std::swap(layout[n - 3], layout[n - 2]);
+  return detail::make_permuted(shape, layout, dtype, device);
 }
 
-// The node records contiguous q, k and v (copies made through the recorded contiguous(), a no-op
-// for contiguous inputs), so its backward hands them to the kernel as they are.
+// The node records q, k and v as the kernels read them (strided heads as they are; other layouts
+// through the recorded contiguous()), so its backward hands them to the kernel unchanged.
 Tensor attention_fused(const Tensor& query, const Tensor& key, const Tensor& value, bool is_causal, double scale) {
-  const Tensor q = query.contiguous(), k = key.contiguous(), v = value.contiguous();
-  Tensor out = detail::make_tensor(q.sizes(), q.dtype(), q.device());
-  const int64_t bh = q.numel() / (q.size(-2) * q.size(-1));
-  Tensor lse = detail::make_tensor({bh, q.size(-2)}, detail::acc_dtype(q.dtype()), q.device());
-  kernels::attention_kernel.get(q.device())(as_heads(out), lse, as_heads(q), as_heads(k), as_heads(v), scale,
-                                            is_causal);
+  const Tensor q = kernel_operand(query), k = kernel_operand(key), v = kernel_operand(value);
+  Tensor out = make_head_major(q.sizes(), q.dtype(), q.device());
+  Tensor lse = detail::make_tensor({detail::head_count(q), q.size(-2)}, detail::acc_dtype(q.dtype()), q.device());
+  kernels::attention_kernel.get(q.device())(out, lse, q, k, v, scale, is_causal);
   if (auto node = autograd::make_node(kOp, q, k, v)) {
     node->save(q);
     node->save(k);
@@ -103,13 +114,12 @@ Tensor attention_fused(const Tensor& query, const Tensor& key, const Tensor& val
       const Tensor &g = grads[0], &q = s[0], &k = s[1], &v = s[2];
       if (detail::needs_differentiable_backward({g, q, k, v}))
         return attention_backward_composite(g, q, k, v, is_causal, scale);
-      Tensor dq = detail::make_tensor(q.sizes(), q.dtype(), q.device());
-      Tensor dk = detail::make_tensor(k.sizes(), k.dtype(), k.device());
-      Tensor dv = detail::make_tensor(v.sizes(), v.dtype(), v.device());
-      const Tensor gc = detail::contiguous_raw(detail::cast(g, q.dtype()));
-      kernels::attention_backward_kernel.get(q.device())(as_heads(dq), as_heads(dk), as_heads(dv), as_heads(gc),
-                                                         as_heads(q), as_heads(k), as_heads(v), as_heads(s[3]), s[4],
-                                                         scale, is_causal);
+      Tensor dq = make_head_major(q.sizes(), q.dtype(), q.device());
+      Tensor dk = make_head_major(k.sizes(), k.dtype(), k.device());
+      Tensor dv = make_head_major(v.sizes(), v.dtype(), v.device());
+      Tensor gc = detail::cast(g, q.dtype());
+      if (!detail::head_layout(gc)) gc = detail::contiguous_raw(gc);
+      kernels::attention_backward_kernel.get(q.device())(dq, dk, dv, gc, q, k, v, s[3], s[4], scale, is_causal);
       return TensorList{dq, dk, dv};
     });
     autograd::set_history(out, node);
@@ -118,6 +128,37 @@ Tensor attention_fused(const Tensor& query, const Tensor& key, const Tensor& val
 }
 
 }  // namespace
+
+namespace detail {
+
+std::optional<HeadLayout> head_layout(const Tensor& t) {
+  const int64_t n = t.dim();
+  if (n < 2 || (t.size(-1) > 1 && t.stride(-1) != 1)) return std::nullopt;
+  const auto stride_of = [&](int64_t d) { return t.size(d) == 1 ? 0 : t.stride(d); };
+  HeadLayout l;
+  l.row = stride_of(n - 2);
+  if (n >= 3) {
+    l.heads = t.size(n - 3);
+    l.head = stride_of(n - 3);
+  }
+  // The dims before the heads dim as one: each one's stride is the next one's stride times its size.
+  int64_t expected = -1;
+  for (int64_t d = n - 4; d >= 0; --d) {
+    if (t.size(d) == 1) continue;
+    if (expected < 0) l.batch = t.stride(d);
+    else if (t.stride(d) != expected) return std::nullopt;
+    expected = t.stride(d) * t.size(d);
+  }
+  return l;
+}
+
+int64_t head_count(const Tensor& t) {
+  int64_t bh = 1;
+  for (int64_t d = 0; d + 2 < t.dim(); ++d) bh *= t.size(d);
+  return bh;
+}
+
+}  // namespace detail
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                     double dropout_p, bool is_causal, std::optional<double> scale) {

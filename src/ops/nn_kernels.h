@@ -1,12 +1,14 @@
-// Kernel tables of the neural-network family (softmax, normalization, embedding, one-hot) and of the
-// losses. Front-ends hand kernels contiguous operands in the layouts documented per table, the dtypes
-// already checked and the statistics tensors in the accumulation dtype (float for 16-bit floats).
+// Kernel tables of the neural-network family (softmax, normalization, embedding, one-hot, attention)
+// and of the losses. Front-ends hand kernels contiguous operands (attention's may be strided, as its
+// table says), the dtypes already checked and the statistics tensors in the accumulation dtype
+// (float for 16-bit floats).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 
 #include "core/dispatch.h"
+#include "kernels/common/head_layout.h"
 #include "rtx/ops.h"
 
 namespace rtx::kernels {
@@ -70,14 +72,15 @@ using NllLossBackwardFn = void(const Tensor& grad_log_probs, const Tensor& g, co
                                const Tensor& weight, const Tensor& total_weight, int64_t ignore_index,
                                Reduction reduction);
 
-// Fused attention over bh independent heads: q [bh, L, D], k and v [bh, S, D], out [bh, L, D], all
-// contiguous and of one float dtype; lse [bh, L] in the accumulation dtype (acc_dtype) receives the
-// log-sum-exp of each row of scaled scores. scores = scale * q k^T; causal masks the keys j > i
-// (top-left aligned, as PyTorch's is_causal), so no row is empty. S >= 1.
+// Fused attention over bh independent heads: q and out [..., L, D], k and v [..., S, D], with one
+// batch shape holding the bh heads and one float dtype; lse [bh, L] (contiguous) in the accumulation
+// dtype (acc_dtype) receives the log-sum-exp of each row of scaled scores. scores = scale * q k^T;
+// causal masks the keys j > i (top-left aligned, as PyTorch's is_causal), so no row is empty.
+// S >= 1. Every [..., n, D] operand has a head_layout: its heads and rows may be strided.
 using AttentionFn = void(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                          double scale, bool causal);
-// dq [bh, L, D], dk and dv [bh, S, D] (written entirely) from g [bh, L, D], the gradient of out, and
-// the forward's out and lse.
+// dq [..., L, D], dk and dv [..., S, D] (written entirely) from g [..., L, D], the gradient of out,
+// and the forward's out and lse.
 using AttentionBackwardFn = void(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g,
                                  const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                  const Tensor& lse, double scale, bool causal);
@@ -101,3 +104,11 @@ RTX_DECLARE_KERNEL(attention_kernel, AttentionFn);
 RTX_DECLARE_KERNEL(attention_backward_kernel, AttentionBackwardFn);
 
 }  // namespace rtx::kernels
+
+namespace rtx::detail {
+// Where the heads and rows of an attention operand t ([..., n, D]) lie, or nothing when its rows
+// are not dense (stride(-1) != 1) or the dims before size(-3) do not collapse into one stride.
+std::optional<HeadLayout> head_layout(const Tensor& t);
+// The number of heads of an attention operand: the product of its batch dims.
+int64_t head_count(const Tensor& t);
+}  // namespace rtx::detail
