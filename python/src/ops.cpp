@@ -157,16 +157,24 @@ void bind_pointwise(py::module_& m, TensorClass& cls) {
 #define RTX_UNARY(name, F, r, s, g)                                             \
   def_op(m, cls, #name, [](const Tensor& x) { return rtx::name(x); });        \
   def_op(m, cls, #name "_", [](Tensor& x) -> Tensor& { return rtx::name##_(x); });
-  // Number overloads before Tensor ones (see tensor.cpp).
-#define RTX_BINARY(name, F, r, s, ga, gb)                                                              \
-  def_op(m, cls, #name, [](const Tensor& a, const Scalar& b) { return rtx::name(a, b); }, py::arg("other")); \
-  def_op(m, cls, #name, [](const Tensor& a, const Tensor& b) { return rtx::name(a, b); }, py::arg("other")); \
+  // One function per op and form, decoding `other` itself (see with_operand); number-first forms
+  // (rt.mul(2, x)) are a second overload of the module function.
+#define RTX_BINARY(name, F, r, s, ga, gb)                                                                  \
+  def_op(m, cls, #name, [](const Tensor& a, py::handle b) {                                              \
+    return with_operand(#name, b, [&](const Tensor& t) { return py::cast(rtx::name(a, t)); },           \
+                        [&](const Scalar& v) { return py::cast(rtx::name(a, v)); });                    \
+  }, py::arg("other"));                                                                                \
   m.def(#name, [](const Scalar& a, const Tensor& b) { return rtx::name(a, b); }, py::arg("input"), py::arg("other")); \
-  cls.def(#name "_", [](Tensor& a, const Scalar& b) -> Tensor& { return rtx::name##_(a, b); }, py::arg("other")); \
-  cls.def(#name "_", [](Tensor& a, const Tensor& b) -> Tensor& { return rtx::name##_(a, b); }, py::arg("other"));
-#define RTX_COMPARE(name, F)                                                                           \
-  def_op(m, cls, #name, [](const Tensor& a, const Scalar& b) { return rtx::name(a, b); }, py::arg("other")); \
-  def_op(m, cls, #name, [](const Tensor& a, const Tensor& b) { return rtx::name(a, b); }, py::arg("other"));
+  cls.def(#name "_", [](const py::object& self, py::handle b) {                                         \
+    Tensor& a = self.cast<Tensor&>();                                                                  \
+    return with_operand(#name "_", b, [&](const Tensor& t) { return rtx::name##_(a, t), self; },        \
+                        [&](const Scalar& v) { return rtx::name##_(a, v), self; });                     \
+  }, py::arg("other"));
+#define RTX_COMPARE(name, F)                                                                              \
+  def_op(m, cls, #name, [](const Tensor& a, py::handle b) {                                              \
+    return with_operand(#name, b, [&](const Tensor& t) { return py::cast(rtx::name(a, t)); },           \
+                        [&](const Scalar& v) { return py::cast(rtx::name(a, v)); });                    \
+  }, py::arg("other"));
 #define RTX_LOGICAL(name, F) \
   def_op(m, cls, #name, [](const Tensor& a, const Tensor& b) { return rtx::name(a, b); }, py::arg("other"));
 #define RTX_PREDICATE(name, F) def_op(m, cls, #name, [](const Tensor& x) { return rtx::name(x); });

@@ -246,14 +246,25 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       .def("__matmul__", [](const Tensor& a, const Tensor& b) { return rtx::matmul(a, b); })
       .def("__rmatmul__", [](const Tensor& a, const Tensor& b) { return rtx::matmul(b, a); });
 
-  // Number overloads come first: a failed Tensor conversion of a Python number costs pybind11 an
-  // internal AttributeError (microseconds), a failed number conversion of a Tensor nothing.
-#define RTX_OPERATOR(py_name, py_rname, py_iname, fn, fn_)                                          \
-  cls.def(py_name, [](const Tensor& a, const Scalar& b) { return rtx::fn(a, b); })                  \
-      .def(py_name, [](const Tensor& a, const Tensor& b) { return rtx::fn(a, b); })                 \
-      .def(py_rname, [](const Tensor& a, const Scalar& b) { return rtx::fn(b, a); })                \
-      .def(py_iname, [](Tensor& a, const Scalar& b) -> Tensor& { return rtx::fn_(a, b); })          \
-      .def(py_iname, [](Tensor& a, const Tensor& b) -> Tensor& { return rtx::fn_(a, b); });
+#define RTX_OPERATOR(py_name, py_rname, py_iname, fn, fn_)                                        \
+  cls.def(py_name,                                                                                \
+          [](const Tensor& a, py::handle b) {                                                     \
+            return with_operand(                                                                  \
+                b, [&](const Tensor& t) { return py::cast(rtx::fn(a, t)); },                      \
+                [&](const Scalar& s) { return py::cast(rtx::fn(a, s)); });                        \
+          })                                                                                      \
+      .def(py_rname,                                                                              \
+           [](const Tensor& a, py::handle b) {                                                    \
+             return with_operand(                                                                 \
+                 b, [&](const Tensor& t) { return py::cast(rtx::fn(t, a)); },                     \
+                 [&](const Scalar& s) { return py::cast(rtx::fn(s, a)); });                       \
+           })                                                                                     \
+      .def(py_iname, [](const py::object& self, py::handle b) {                                   \
+        Tensor& a = self.cast<Tensor&>();                                                         \
+        return with_operand(                                                                      \
+            b, [&](const Tensor& t) { return rtx::fn_(a, t), self; },                             \
+            [&](const Scalar& s) { return rtx::fn_(a, s), self; });                               \
+      });
   RTX_OPERATOR("__add__", "__radd__", "__iadd__", add, add_)
   RTX_OPERATOR("__sub__", "__rsub__", "__isub__", sub, sub_)
   RTX_OPERATOR("__mul__", "__rmul__", "__imul__", mul, mul_)
@@ -262,10 +273,12 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
   RTX_OPERATOR("__pow__", "__rpow__", "__ipow__", pow, pow_)
 #undef RTX_OPERATOR
 
-#define RTX_COMPARISON(py_name, fn)                                                  \
-  cls.def(py_name, [](const Tensor& a, const Scalar& b) { return rtx::fn(a, b); })   \
-      .def(py_name, [](const Tensor& a, const Tensor& b) { return rtx::fn(a, b); })  \
-      .def(py_name, [](const Tensor&, const py::object&) -> py::object { return py::reinterpret_borrow<py::object>(Py_NotImplemented); });
+#define RTX_COMPARISON(py_name, fn)                                                        \
+  cls.def(py_name, [](const Tensor& a, py::handle b) {                                     \
+    return with_operand(                                                                   \
+        b, [&](const Tensor& t) { return py::cast(rtx::fn(a, t)); },                       \
+        [&](const Scalar& s) { return py::cast(rtx::fn(a, s)); });                         \
+  });
   RTX_COMPARISON("__eq__", eq)
   RTX_COMPARISON("__ne__", ne)
   RTX_COMPARISON("__lt__", lt)

@@ -69,9 +69,23 @@ def test_operators_and_python_scalars(device):
     assert_close((a > 0) & (a < 4), (x > 0) & (x < 4))
     assert_close(~(a > 0), ~(x > 0))
     b = a.clone()
+    c = b
     b += 1
     b *= 2
     assert_close(b, (x + 1) * 2)
+    assert b is c  # in-place operators and methods return the tensor itself, as PyTorch's do
+    assert b.sub_(1) is c and b.mul_(a) is c
+    assert_close(rt.mul(2, a), 2 * x)
+    assert_close(a.mul(np.float32(0.5)), x * 0.5)
+    assert_close(a + np.int64(3), x + 3)
+    # Operands that are neither tensors nor numbers: TypeError, as for any Python type.
+    with pytest.raises(TypeError, match="unsupported operand"):
+        a + "1"
+    with pytest.raises(TypeError, match="unsupported operand"):
+        [1] - a
+    with pytest.raises(TypeError, match=r"mul\(\): other must be a Tensor or a number, got str"):
+        a.mul("1")
+    assert (a == None) is False and (a != "x") is True  # noqa: E711
     # A Python scalar never upcasts a tensor; an int tensor with a float scalar becomes float32.
     assert (rt.ones(2, dtype=rt.float16) * 2.5).dtype == rt.float16
     assert (rt.ones(2, dtype=rt.int32) + 1).dtype == rt.int32
