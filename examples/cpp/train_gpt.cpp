@@ -389,21 +389,6 @@ rtx::optim::AdamW make_optimizer(const rtx::nn::Module& model, double lr) {
   return rtx::optim::AdamW(std::move(groups));
 }
 
-// Scales the gradients so that their global 2-norm is at most max_norm, without a host round trip.
-void clip_grad_norm(const rtx::TensorList& parameters, double max_norm) {
-  rtx::NoGradGuard no_grad;
-  rtx::TensorList norms;
-  for (const Tensor& p : parameters) {
-    if (p.grad().defined()) norms.push_back(p.grad().norm());
-  }
-  if (norms.empty()) return;
-  const Tensor scale = (max_norm / (rtx::stack(norms).norm() + 1e-6)).clamp(std::nullopt, 1.0);
-  for (const Tensor& p : parameters) {
-    Tensor grad = p.grad();
-    if (grad.defined()) grad.mul_(scale);
-  }
-}
-
 // Linear warm-up over min(100, total / 10) steps, then cosine decay to a tenth of the peak.
 struct Schedule {
   double peak_lr;
@@ -538,7 +523,7 @@ void train(Gpt& model, const rtx::text::BpeTokenizer& tokenizer, const Corpus& c
     const Tensor loss = language_model_loss(model, make_batch(corpus.train, starts, o.context, device));
     optimizer.zero_grad();
     loss.backward();
-    clip_grad_norm(parameters, kMaxGradNorm);
+    rtx::nn::utils::clip_grad_norm_(parameters, kMaxGradNorm);
     optimizer.step();
     tokens_since_log += o.batch_size * o.context;
     tokens_seen += o.batch_size * o.context;

@@ -15,7 +15,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -64,6 +63,33 @@ struct LoadStateDictResult {
   std::vector<std::string> missing_keys;     // in the module, not in the state dict
   std::vector<std::string> unexpected_keys;  // in the state dict, not in the module
 };
+
+// ---- the operations Module is built on, shared with the Python nn.Module -------------------------------
+// Converts each distinct tensor of tensors (a tensor listed twice, such as a tied weight, once) in
+// place: its data is replaced by the data converted to device and, for floating tensors, to dtype,
+// so every handle to it (a module's, an optimizer's, a Python Parameter's) sees the converted
+// tensor; leaves stay leaves with their requires_grad, and a gradient is converted alongside.
+RTX_API void convert_in_place(const TensorList& tensors, std::optional<Device> device, std::optional<DType> dtype,
+                              bool non_blocking = false);
+// Copies state into own (the tensors of a module's state dict, by key), converting dtype and device.
+// strict: a key present on one side only raises ValueError naming every such key. A value that is
+// undefined or of another shape raises (ShapeError naming the key and both shapes), strict or not.
+// Everything is checked before anything is copied: when it raises, nothing has changed. owner names
+// the module in messages.
+RTX_API LoadStateDictResult load_into(const TensorDict& own, const TensorDict& state, bool strict,
+                                      const std::string& owner);
+
+namespace utils {
+// Scales the gradients of parameters in place so that their total norm_type-norm (over all
+// gradients as one vector; norm_type may be infinity) is at most max_norm: each is multiplied by
+// min(1, max_norm / (total + 1e-6)), computed on the device (no host round trip). Returns the total
+// norm before clipping (a 0-d tensor in the gradients' dtype on the first gradient's device; zero
+// without gradients). error_if_nonfinite: a NaN or infinite total raises ValueError (a host sync).
+RTX_API Tensor clip_grad_norm_(const TensorList& parameters, double max_norm, double norm_type = 2.0,
+                               bool error_if_nonfinite = false);
+// Clamps every gradient of parameters in place to [-clip_value, clip_value].
+RTX_API void clip_grad_value_(const TensorList& parameters, double clip_value);
+}  // namespace utils
 
 // The base of every layer and model. Subclasses register their parameters, buffers and submodules
 // in the constructor and override forward(). Modules are shared (std::shared_ptr) and not copyable.
@@ -137,8 +163,8 @@ class RTX_API Module {
   void check_new_name(const std::string& name, const char* what) const;
   // This module and its descendants with their key prefixes ("", "features.", "features.0.").
   std::vector<std::pair<std::string, const Module*>> prefixed_modules() const;
-  // Replaces the data of every parameter and buffer t for which convert(t) gives another tensor.
-  void convert_tensors(const std::function<Tensor(const Tensor&)>& convert);
+  // convert_in_place over every parameter and buffer of the tree.
+  void convert(std::optional<Device> device, std::optional<DType> dtype);
 
   std::string name_;
   bool training_ = true;

@@ -26,6 +26,7 @@ PYBIND11_MODULE(_C, m) {
   bind_dlpack(m, cls);
   bind_autograd(m, cls);
   bind_cuda(m);
+  bind_nn(m);
   bind_optim(m);
   bind_text(m);
   bind_data(m);

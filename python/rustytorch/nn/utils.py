@@ -1,24 +1,41 @@
-"""nn.utils: clip_grad_norm_."""
+"""nn.utils: gradient clipping (the C++ rtx::nn::utils functions, over any iterable of parameters)
+and flattening parameters into one vector and back."""
+
 from .. import _C
 from ..autograd import no_grad
 
 
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
-    """Scales the gradients of parameters in place so that their total norm is at most max_norm;
-    returns the total norm before clipping (a 0-d tensor)."""
-    if isinstance(parameters, _C.Tensor):
-        parameters = [parameters]
-    grads = [p.grad for p in parameters if p.grad is not None]
-    if not grads:
-        return _C.zeros(())
-    norm_type = float(norm_type)
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """Scales the gradients of parameters (a tensor or any iterable of tensors, such as
+    model.parameters()) in place so that their total norm is at most max_norm; returns the total
+    norm before clipping (a 0-d tensor). foreach is accepted for PyTorch's signature: the scaling
+    never leaves the device either way."""
+    del foreach
+    return _C._clip_grad_norm_(parameters, float(max_norm), float(norm_type), bool(error_if_nonfinite))
+
+
+def clip_grad_value_(parameters, clip_value, foreach=None):
+    """Clamps every gradient of parameters (a tensor or an iterable) to [-clip_value, clip_value] in place."""
+    del foreach
+    _C._clip_grad_value_(parameters, float(clip_value))
+
+
+def parameters_to_vector(parameters):
+    """The parameters flattened and concatenated into one 1-d tensor (a differentiable copy)."""
+    return _C.cat([p.reshape(-1) for p in parameters])
+
+
+def vector_to_parameters(vec, parameters):
+    """Copies consecutive slices of the 1-d tensor vec into parameters, in order."""
+    if not isinstance(vec, _C.Tensor) or vec.dim() != 1:
+        raise TypeError(f"vector_to_parameters: expected a 1-d tensor, got {type(vec).__name__}")
+    params = list(parameters)
+    total = sum(p.numel() for p in params)
+    if total != vec.numel():
+        raise _C.ShapeError(f"[vector_to_parameters] the vector has {vec.numel()} elements, the parameters {total}")
+    offset = 0
     with no_grad():
-        norms = _C.stack([g.detach().norm(norm_type).to(grads[0].device, _C.float32) for g in grads])
-        total = norms.norm(norm_type)
-        if error_if_nonfinite and not _C.isfinite(total).item():
-            raise RuntimeError(f"clip_grad_norm_: the total norm of the gradients is {total.item()}")
-        scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
-        for p in parameters:
-            if p.grad is not None:
-                p.grad = p.grad.detach() * scale.to(p.grad.device, p.grad.dtype)
-    return total
+        for p in params:
+            n = p.numel()
+            p.copy_(vec[offset:offset + n].view_as(p))
+            offset += n
