@@ -6,7 +6,8 @@ import glob
 import json
 import os
 
-from .. import _C, io
+import rustytorch as rt
+from .. import io
 
 _PATTERN = "checkpoint-{:08d}.safetensors"
 
@@ -17,12 +18,12 @@ def save(directory, step, model, optimizer, progress, keep=3):
     scalars = {}
     for index, entries in state["state"].items():
         for name, value in entries.items():
-            if isinstance(value, _C.Tensor):
+            if isinstance(value, rt.Tensor):
                 tensors[f"optim.{index}.{name}"] = value
             else:
                 scalars.setdefault(str(index), {})[name] = value
     groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in state["param_groups"]]
-    metadata = {"progress": json.dumps(progress), "rng": json.dumps(list(_C.get_rng_state())),
+    metadata = {"progress": json.dumps(progress), "rng": json.dumps(list(rt.get_rng_state())),
                 "optim": json.dumps({"param_groups": groups, "scalars": scalars})}
     path = os.path.join(directory, _PATTERN.format(step))
     io.save_file(tensors, path, metadata=metadata)
@@ -52,5 +53,5 @@ def load(path, model, optimizer):
         state.setdefault(int(index), {}).update(entries)
     groups = [{k: (tuple(v) if k == "betas" else v) for k, v in g.items()} for g in optim["param_groups"]]
     optimizer.load_state_dict({"state": state, "param_groups": groups})
-    _C.set_rng_state(tuple(json.loads(metadata["rng"])))
+    rt.set_rng_state(tuple(json.loads(metadata["rng"])))
     return json.loads(metadata["progress"])

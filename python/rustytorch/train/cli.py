@@ -13,7 +13,8 @@ import os
 import sys
 import time
 
-from .. import _C, cuda, optim
+import rustytorch as rt
+from .. import cuda, optim
 from . import gpt, vision
 from .loop import fit, seed_everything, warmup_cosine
 from .run_files import RunFiles
@@ -173,7 +174,7 @@ def main(argv=None):
     try:
         seed_everything(args)
         (run_gpt if args.command == "gpt" else run_vision)(args)
-    except (FileNotFoundError, ValueError, _C.Error) as e:
+    except (FileNotFoundError, ValueError, rt.Error) as e:
         print(f"rtx-train {args.command}: {e}", file=sys.stderr)
         raise SystemExit(2)
 

@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .. import _C, io, nn, optim
+import rustytorch as rt
+from .. import io, nn, optim
 from ..autograd import no_grad
 from ..nn import functional as F
 from ..text import BPETokenizer
@@ -172,9 +173,9 @@ def generate(model, tokenizer, prompt, tokens=200, temperature=0.8, top_k=40, se
     device = model.transformer.wte.weight.device
     context = model.config.context
     ids = tokenizer.encode(prompt) or [ord("\n")]
-    idx = _C.from_numpy(np.asarray([ids], dtype=np.int64)).to(device)
-    saved = _C.get_rng_state()
-    _C.manual_seed(seed)
+    idx = rt.from_numpy(np.asarray([ids], dtype=np.int64)).to(device)
+    saved = rt.get_rng_state()
+    rt.manual_seed(seed)
     was_training = model.training
     model.eval()
     try:
@@ -184,11 +185,11 @@ def generate(model, tokenizer, prompt, tokens=200, temperature=0.8, top_k=40, se
                 if top_k:
                     kth = logits.topk(min(top_k, logits.shape[-1])).values[:, -1:]
                     logits = logits.masked_fill(logits < kth, float("-inf"))
-                nxt = _C.softmax(logits, -1).multinomial(1)
-                idx = _C.cat([idx, nxt], 1)
+                nxt = rt.softmax(logits, -1).multinomial(1)
+                idx = rt.cat([idx, nxt], 1)
     finally:
         model.train(was_training)
-        _C.set_rng_state(saved)
+        rt.set_rng_state(saved)
     return tokenizer.decode(idx[0].cpu())
 
 
@@ -212,7 +213,7 @@ class LanguageModelTask:
     def _batch(self, tokens, starts):
         T = self.config.context
         windows = tokens[np.asarray(starts)[:, None] + np.arange(T + 1)[None, :]]
-        windows = _C.from_numpy(np.ascontiguousarray(windows)).to(self.device)
+        windows = rt.from_numpy(np.ascontiguousarray(windows)).to(self.device)
         return windows[:, :-1], windows[:, 1:]
 
     def train_batch(self, indices):

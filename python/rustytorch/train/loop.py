@@ -8,7 +8,8 @@ import time
 
 import numpy as np
 
-from .. import _C, no_grad
+import rustytorch as rt
+from .. import no_grad
 from . import checkpoint
 from .progress import Progress
 
@@ -123,5 +124,5 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
 
 
 def seed_everything(args):
-    _C.manual_seed(args.seed)
-    _C.use_deterministic_algorithms(bool(args.deterministic))
+    rt.manual_seed(args.seed)
+    rt.use_deterministic_algorithms(bool(args.deterministic))

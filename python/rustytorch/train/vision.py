@@ -5,7 +5,8 @@ import os
 
 import numpy as np
 
-from .. import _C, io, nn
+import rustytorch as rt
+from .. import io, nn
 from ..nn import functional as F
 
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
@@ -23,7 +24,7 @@ def load_split(data_dir, train):
                                     f"`sudo apt-get install dataset-fashion-mnist` (or pass --data-dir)")
     images, labels = io.read_idx(paths[0]), io.read_idx(paths[1])
     if images.ndim != 3 or tuple(images.shape[1:]) != (28, 28) or labels.shape[0] != images.shape[0]:
-        raise _C.CheckpointError(f"Fashion-MNIST in {data_dir}: images {list(images.shape)} and labels "
+        raise rt.CheckpointError(f"Fashion-MNIST in {data_dir}: images {list(images.shape)} and labels "
                                  f"{list(labels.shape)} do not fit together; reinstall with "
                                  f"`sudo apt-get install --reinstall dataset-fashion-mnist`")
     return ((images.float() / 255.0 - _MEAN) / _STD).unsqueeze(1), labels.long()
@@ -52,7 +53,7 @@ class ClassificationTask:
         self.unit, self.units_per_step = "img", args.batch_size
 
     def train_batch(self, indices):
-        index = _C.from_numpy(np.ascontiguousarray(indices, dtype=np.int64)).to(self.device)
+        index = rt.from_numpy(np.ascontiguousarray(indices, dtype=np.int64)).to(self.device)
         return self.x_train.index_select(0, index), self.y_train.index_select(0, index)
 
     def loss(self, model, batch):
