@@ -11,6 +11,7 @@ from ._C import (  # noqa: F401  (re-exported)
 )
 from ._creation import tensor, as_tensor  # noqa: F401
 from . import _tensor  # noqa: F401  (adds the Python-level Tensor methods)
+from . import _deepcopy  # noqa: F401  (adds Tensor.__deepcopy__)
 from .autograd import no_grad, enable_grad, set_grad_enabled  # noqa: F401
 from . import autograd, cuda, io, nn, optim, text, utils  # noqa: F401
 from .io import load, save  # noqa: F401

@@ -55,7 +55,7 @@ def test_save_load_state_dict_and_copy_on_write(tmp_path):
     loaded["0.weight"].fill_(123.0)  # writes to the mapping stay in memory
     assert path.read_bytes() == before
     with pytest.raises(TypeError):
-        rt.save([1, 2], path)
+        rt.save([1, object()], path)
 
 
 def test_save_is_atomic(tmp_path, monkeypatch):
