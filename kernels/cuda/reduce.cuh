@@ -1,4 +1,4 @@
-// The CUDA reduction launcher, shared by every reduction:
+// The CUDA reduction launcher, shared by every reduction (the policies are kernels/common/reduce_ops.h):
 //   cuda::reduce<in_t>(out, x, op)
 // reduces x (any layout) over the dims where out, viewed with x's rank, has size 1. op is an
 // accumulator policy: acc_t, init(), combine(acc, value, index) for one element (the value in

@@ -6,7 +6,8 @@
 //    the reduced range with per-task partials merged afterwards), or
 //  - when x's innermost dim is kept: accumulates whole rows into a tile of outputs (a contiguous,
 //    vectorizable loop), in parallel over the tiles (or over parts of the reduced range).
-// Any other layout is the same two loops with strides. The cumsum scan is at the end.
+// Any other layout is the same two loops with strides. The policies (and the accumulation types) are
+// kernels/common/reduce_ops.h's, shared with the CUDA kernels. The cumsum scan is at the end.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
+#include "kernels/common/reduce_ops.h"
 #include "ops/reduce_kernels.h"
 
 namespace rtx::cpu {
@@ -33,44 +35,7 @@ T* data_of(const Tensor& t) {
   return static_cast<T*>(t.data_ptr());
 }
 
-// ---- element types --------------------------------------------------------------------------------
-
-// What combine sees: float for the 16-bit floats, the element type otherwise.
-template <typename T>
-using value_t = detail::opmath_t<T>;
-template <typename T>
-constexpr bool kIsFloat = std::is_floating_point_v<value_t<T>>;
-// Sums, products and moments of floats accumulate in double, of integers and bool in int64.
-template <typename T>
-using wide_t = std::conditional_t<kIsFloat<T>, double, int64_t>;
-// sum/prod/cumsum results: the input's type for floats, int64 for integers and bool.
-template <typename T>
-using sum_out_t = std::conditional_t<kIsFloat<T>, T, int64_t>;
-
-// Integer arithmetic wraps around (like PyTorch) instead of overflowing.
-template <typename A>
-A add(A a, A b) {
-  if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-  else return a + b;
-}
-template <typename A>
-A mul(A a, A b) {
-  if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-  else return a * b;
-}
-
-template <typename V>
-bool is_nan(V v) {
-  if constexpr (std::is_floating_point_v<V>) return v != v;
-  else return false;
-}
-
-// The identity of max (kMax) or min over V.
-template <typename V, bool kMax>
-V extreme_identity() {
-  if constexpr (std::is_floating_point_v<V>) return kMax ? -std::numeric_limits<V>::infinity() : std::numeric_limits<V>::infinity();
-  else return kMax ? std::numeric_limits<V>::lowest() : std::numeric_limits<V>::max();
-}
+using namespace reduce_ops;
 
 // ---- geometry -------------------------------------------------------------------------------------
 
@@ -316,184 +281,6 @@ void reduce(const Tensor& out, const Tensor& x, const Op& op) {
   else reduce_outer(op, data, plan);
 }
 
-// ---- accumulator policies ---------------------------------------------------------------------------
-// Each has in_t (the element type), acc_t, init(), combine(acc, value, index), merge(acc, acc) (the
-// combination of two partial results) and write(out offset, acc).
-
-// Sum, and mean with scale = 1/n.
-template <typename T>
-struct SumOp {
-  using in_t = T;
-  using acc_t = wide_t<T>;
-  sum_out_t<T>* out;
-  double scale = 1.0;
-  acc_t init() const { return 0; }
-  acc_t combine(acc_t a, value_t<T> v, int64_t) const { return add(a, static_cast<acc_t>(v)); }
-  acc_t merge(acc_t a, acc_t b) const { return add(a, b); }
-  void write(int64_t i, acc_t a) const {
-    if constexpr (kIsFloat<T>) out[i] = static_cast<T>(a * scale);
-    else out[i] = a;
-  }
-};
-
-template <typename T>
-struct ProdOp {
-  using in_t = T;
-  using acc_t = wide_t<T>;
-  sum_out_t<T>* out;
-  acc_t init() const { return 1; }
-  acc_t combine(acc_t a, value_t<T> v, int64_t) const { return mul(a, static_cast<acc_t>(v)); }
-  acc_t merge(acc_t a, acc_t b) const { return mul(a, b); }
-  void write(int64_t i, acc_t a) const { out[i] = static_cast<sum_out_t<T>>(a); }
-};
-
-// amax (kMax) / amin; a NaN wins.
-template <typename T, bool kMax>
-struct ExtremeOp {
-  using in_t = T;
-  using acc_t = value_t<T>;
-  T* out;
-  acc_t init() const { return extreme_identity<acc_t, kMax>(); }
-  // Bitwise | keeps the select branch-free (vectorizable).
-  acc_t combine(acc_t a, acc_t v, int64_t) const { return ((kMax ? v > a : v < a) | is_nan(v)) ? v : a; }
-  acc_t merge(acc_t a, acc_t b) const { return combine(a, b, 0); }
-  void write(int64_t i, acc_t a) const { out[i] = static_cast<T>(a); }
-};
-
-// all (kAll) / any: whether every / some element is nonzero.
-template <typename T, bool kAll>
-struct LogicalOp {
-  using in_t = T;
-  using acc_t = bool;
-  bool* out;
-  acc_t init() const { return kAll; }
-  acc_t combine(acc_t a, value_t<T> v, int64_t) const { return kAll ? (a && v != 0) : (a || v != 0); }
-  acc_t merge(acc_t a, acc_t b) const { return kAll ? (a && b) : (a || b); }
-  void write(int64_t i, acc_t a) const { out[i] = a; }
-};
-
-enum class NormKind { Zero, One, Two, Inf, NegInf, General };
-
-template <typename T, NormKind K>
-struct NormOp {
-  using in_t = T;
-  using acc_t = double;
-  T* out;
-  double p;
-  static constexpr bool kPick = K == NormKind::Inf || K == NormKind::NegInf;
-  acc_t init() const { return K == NormKind::NegInf ? std::numeric_limits<double>::infinity() : 0.0; }
-  acc_t combine(acc_t a, value_t<T> v, int64_t) const {
-    const double m = std::fabs(static_cast<double>(v));
-    switch (K) {
-      case NormKind::Zero: return a + (v != 0 ? 1.0 : 0.0);
-      case NormKind::One: return a + m;
-      case NormKind::Two: return a + m * m;
-      case NormKind::General: return a + std::pow(m, p);
-      case NormKind::Inf: return (m > a || m != m) ? m : a;
-      case NormKind::NegInf: return (m < a || m != m) ? m : a;
-    }
-    return a;
-  }
-  acc_t merge(acc_t a, acc_t b) const {
-    if constexpr (K == NormKind::Inf) return (b > a || b != b) ? b : a;
-    else if constexpr (K == NormKind::NegInf) return (b < a || b != b) ? b : a;
-    else return a + b;
-  }
-  void write(int64_t i, acc_t a) const {
-    if constexpr (K == NormKind::Two) a = std::sqrt(a);
-    else if constexpr (K == NormKind::General) a = std::pow(a, 1.0 / p);
-    out[i] = static_cast<T>(a);
-  }
-};
-
-// Count, mean and sum of squared deviations (Welford; partials merge with Chan's formula).
-struct Moments {
-  double n, mean, m2;
-};
-
-template <typename T>
-struct VarOp {
-  using in_t = T;
-  using acc_t = Moments;
-  T* out;
-  double correction;
-  bool take_sqrt;
-  acc_t init() const { return {0.0, 0.0, 0.0}; }
-  acc_t combine(acc_t a, value_t<T> v, int64_t) const {
-    const double x = static_cast<double>(v), n = a.n + 1.0, d = x - a.mean, mean = a.mean + d / n;
-    return {n, mean, a.m2 + d * (x - mean)};
-  }
-  acc_t merge(acc_t a, acc_t b) const {
-    if (a.n == 0) return b;
-    if (b.n == 0) return a;
-    const double n = a.n + b.n, d = b.mean - a.mean;
-    return {n, a.mean + d * (b.n / n), a.m2 + b.m2 + d * d * (a.n * b.n / n)};
-  }
-  void write(int64_t i, acc_t a) const {
-    const double var = a.m2 / std::max(0.0, a.n - correction);
-    out[i] = static_cast<T>(take_sqrt ? std::sqrt(var) : var);
-  }
-};
-
-// Running maximum and the sum of exp(x - maximum): one pass, no overflow.
-struct ExpSum {
-  double max, sum;
-};
-
-template <typename T>
-struct LogSumExpOp {
-  using in_t = T;
-  using acc_t = ExpSum;
-  T* out;
-  acc_t init() const { return {-std::numeric_limits<double>::infinity(), 0.0}; }
-  acc_t combine(acc_t a, value_t<T> v, int64_t) const {
-    const double x = static_cast<double>(v);
-    if (x > a.max) return {x, a.sum * std::exp(a.max - x) + 1.0};
-    return {a.max, a.sum + (x == a.max ? 1.0 : std::exp(x - a.max))};  // a NaN x makes the sum NaN
-  }
-  acc_t merge(acc_t a, acc_t b) const {
-    if (b.sum == 0) return a;
-    if (a.sum == 0) return b;
-    if (a.max == b.max) return {a.max, a.sum + b.sum};
-    if (a.max > b.max) return {a.max, a.sum + b.sum * std::exp(b.max - a.max)};
-    return {b.max, b.sum + a.sum * std::exp(a.max - b.max)};
-  }
-  void write(int64_t i, acc_t a) const { out[i] = static_cast<T>(a.max + std::log(a.sum)); }
-};
-
-template <typename V>
-struct ValueIndex {
-  V value;
-  int64_t index;  // -1: no element yet
-};
-
-// argmax (kMax) / argmin with values: the first occurrence on ties, the first NaN when there is one.
-template <typename T, bool kMax>
-struct ArgOp {
-  using in_t = T;
-  using acc_t = ValueIndex<value_t<T>>;
-  T* values;
-  int64_t* indices;
-  static bool better(value_t<T> a, value_t<T> b) { return kMax ? a > b : a < b; }
-  acc_t init() const { return {extreme_identity<value_t<T>, kMax>(), -1}; }
-  acc_t combine(acc_t a, value_t<T> v, int64_t i) const {
-    return (a.index < 0 || better(v, a.value) || (is_nan(v) && !is_nan(a.value))) ? acc_t{v, i} : a;
-  }
-  acc_t merge(acc_t a, acc_t b) const {
-    if (b.index < 0) return a;
-    if (a.index < 0) return b;
-    const bool a_nan = is_nan(a.value), b_nan = is_nan(b.value);
-    if (a_nan != b_nan) return a_nan ? a : b;
-    if (!a_nan && better(b.value, a.value)) return b;
-    if (!a_nan && better(a.value, b.value)) return a;
-    return a.index <= b.index ? a : b;
-  }
-  void write(int64_t i, acc_t a) const {
-    values[i] = static_cast<T>(a.value);
-    indices[i] = a.index;
-  }
-};
-
 // ---- kernels --------------------------------------------------------------------------------------
 
 void sum_cpu(const Tensor& out, const Tensor& x) {
@@ -501,8 +288,11 @@ void sum_cpu(const Tensor& out, const Tensor& x) {
 }
 
 void mean_cpu(const Tensor& out, const Tensor& x) {
-  const double scale = static_cast<double>(out.numel()) / static_cast<double>(x.numel());
-  RTX_DISPATCH_FLOATS(x.dtype(), "mean", [&] { reduce(out, x, SumOp<scalar_t>{data_of<scalar_t>(out), scale}); });
+  const int64_t count = out.numel() > 0 ? x.numel() / out.numel() : 1;
+  RTX_DISPATCH_FLOATS(x.dtype(), "mean", [&] {
+    using Op = SumOp<scalar_t, scalar_t, true>;
+    reduce(out, x, Op{data_of<scalar_t>(out), static_cast<typename Op::acc_t>(count)});
+  });
 }
 
 void prod_cpu(const Tensor& out, const Tensor& x) {
@@ -529,24 +319,17 @@ void logsumexp_cpu(const Tensor& out, const Tensor& x) {
   RTX_DISPATCH_FLOATS(x.dtype(), "logsumexp", [&] { reduce(out, x, LogSumExpOp<scalar_t>{data_of<scalar_t>(out)}); });
 }
 
-template <typename T>
-void norm_typed(const Tensor& out, const Tensor& x, double p) {
-  T* o = data_of<T>(out);
-  if (p == 2.0) reduce(out, x, NormOp<T, NormKind::Two>{o, p});
-  else if (p == 1.0) reduce(out, x, NormOp<T, NormKind::One>{o, p});
-  else if (p == 0.0) reduce(out, x, NormOp<T, NormKind::Zero>{o, p});
-  else if (std::isinf(p) && p > 0) reduce(out, x, NormOp<T, NormKind::Inf>{o, p});
-  else if (std::isinf(p)) reduce(out, x, NormOp<T, NormKind::NegInf>{o, p});
-  else reduce(out, x, NormOp<T, NormKind::General>{o, p});
-}
-
 void norm_cpu(const Tensor& out, const Tensor& x, double p) {
-  RTX_DISPATCH_FLOATS(x.dtype(), "norm", [&] { norm_typed<scalar_t>(out, x, p); });
+  RTX_DISPATCH_FLOATS(x.dtype(), "norm", [&] {
+    with_norm_op(data_of<scalar_t>(out), p, [&](const auto& op) { reduce(out, x, op); });
+  });
 }
 
 void var_cpu(const Tensor& out, const Tensor& x, int64_t correction, bool take_sqrt) {
+  const int64_t count = out.numel() > 0 ? x.numel() / out.numel() : 0;
   RTX_DISPATCH_FLOATS(x.dtype(), "var", [&] {
-    reduce(out, x, VarOp<scalar_t>{data_of<scalar_t>(out), static_cast<double>(correction), take_sqrt});
+    using Op = VarOp<scalar_t>;
+    reduce(out, x, Op{data_of<scalar_t>(out), static_cast<typename Op::V>(variance_divisor(count, correction)), take_sqrt});
   });
 }
 
@@ -567,7 +350,7 @@ void argmin_cpu(const Tensor& values, const Tensor& indices, const Tensor& x) {
 // Prefix sums of x viewed as [outer, len, inner] along len.
 template <typename T>
 void scan(const T* x, sum_out_t<T>* out, int64_t outer, int64_t len, int64_t inner) {
-  using acc_t = wide_t<T>;
+  using acc_t = sum_acc_t<T>;
   using Out = sum_out_t<T>;
   if (inner == 1) {
     parallel_for(outer, std::max<int64_t>(1, kGrainSize / len), [&](int64_t b, int64_t e) {
