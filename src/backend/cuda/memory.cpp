@@ -15,7 +15,7 @@
 namespace rtx::cuda {
 namespace {
 
-constexpr int kMaxDevices = 64;
+using detail::kMaxDevices;
 
 // DeviceMemory of one device through the CUDA runtime.
 class RuntimeMemory final : public DeviceMemory {

@@ -8,6 +8,9 @@
 
 namespace rtx::cuda::detail {
 
+// The most devices the backend's per-device tables (stream pools, allocators) hold.
+constexpr int kMaxDevices = 64;
+
 // Throws DeviceError (naming `op`) unless CUDA is available and `device` is a visible device index.
 void check_device(int device, const char* op);
 // -1 becomes the current device; anything else is checked.

@@ -13,7 +13,7 @@
 namespace rtx::cuda {
 namespace {
 
-constexpr int kMaxDevices = 64;
+using detail::kMaxDevices;
 constexpr int kPoolSize = 32;
 
 // The streams of one device: kPoolSize of low and of high priority, made on first use.
