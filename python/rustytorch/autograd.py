@@ -165,7 +165,7 @@ def _numeric_jacobian_column(fn, inputs, k, index, eps):
     for delta in (eps, -eps):
         flat[index] = original + delta
         with no_grad():
-            outs.append(fn(*inputs).detach().to(dtype=_C.float64).reshape(-1).numpy().copy())
+            outs.append(fn(*inputs).detach().to(dtype=_C.float64).reshape(-1).cpu().numpy().copy())
     flat[index] = original
     return (outs[0] - outs[1]) / (2 * eps)
 
