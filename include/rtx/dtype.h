@@ -54,8 +54,14 @@ constexpr bool is_integral(DType t) {
 // The smallest type both a and b convert to without losing their category (torch.promote_types).
 RTX_API DType promote_types(DType a, DType b);
 
-// The float type integer inputs become in ops such as exp or true division.
+// The default dtype a process starts with.
 constexpr DType kDefaultFloat = DType::Float32;
+// The default dtype (torch.get_default_dtype): the dtype of float tensors created without one
+// (zeros, rand, arange(0.5, ...), tensor({1.5}), full with a float value) and the float type
+// integer inputs become in ops such as exp or true division. Process-wide.
+RTX_API DType get_default_dtype();
+// Sets the default dtype; DTypeError unless dtype is a floating type.
+RTX_API void set_default_dtype(DType dtype);
 
 // C++ type <-> DType.
 template <typename T>

@@ -15,6 +15,10 @@
 
 namespace rtx {
 
+namespace detail {
+class Generator;
+}
+
 enum class Reduction : uint8_t { None, Mean, Sum };
 
 // ---- creation ---------------------------------------------------------------------------------
@@ -71,6 +75,47 @@ struct GeneratorState {
 };
 RTX_API GeneratorState get_rng_state();
 RTX_API void set_rng_state(const GeneratorState& state);
+// A random generator (torch.Generator): a seed and a counter. A Generator is a handle, like Tensor:
+// copies share one state. Random ops draw from the calling thread's current generator, which is the
+// default generator unless a GeneratorGuard makes another one current.
+class RTX_API Generator {
+ public:
+  // A new generator with PyTorch's default seed, independent of every other. device is what device()
+  // reports: the numbers are the same on every device.
+  explicit Generator(Device device = Device(kCPU));
+  // Sets the seed and restarts the counter; returns *this.
+  Generator& manual_seed(uint64_t seed);
+  // Sets a seed from a nondeterministic source and returns it.
+  uint64_t seed();
+  uint64_t initial_seed() const;
+  GeneratorState get_state() const;
+  void set_state(const GeneratorState& state);
+  Device device() const { return device_; }
+  // Whether both handles refer to one generator.
+  bool is_same(const Generator& other) const { return impl_ == other.impl_; }
+  detail::Generator& impl() const { return *impl_; }
+
+ private:
+  Generator(std::shared_ptr<detail::Generator> impl, Device device);
+  friend RTX_API Generator default_generator();
+  std::shared_ptr<detail::Generator> impl_;
+  Device device_;
+};
+// The process-wide generator, the one manual_seed, initial_seed and get/set_rng_state act on.
+RTX_API Generator default_generator();
+// Makes generator the calling thread's current generator while the guard lives (guards nest):
+// { GeneratorGuard guard(g); x = rand({3}); } draws from g and leaves the default generator as it was.
+class RTX_API GeneratorGuard {
+ public:
+  explicit GeneratorGuard(const Generator& generator);
+  ~GeneratorGuard();
+  GeneratorGuard(const GeneratorGuard&) = delete;
+  GeneratorGuard& operator=(const GeneratorGuard&) = delete;
+
+ private:
+  Generator generator_;
+  detail::Generator* previous_;
+};
 // Uniform on [0, 1).
 RTX_API Tensor rand(const Shape& shape, const TensorOptions& options = {});
 // Standard normal.
@@ -203,6 +248,13 @@ RTX_API Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias 
 // ---- convolution and pooling (NCHW) ------------------------------------------------------------
 RTX_API Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const Shape& stride = {1, 1},
                       const Shape& padding = {0, 0}, const Shape& dilation = {1, 1}, int64_t groups = 1);
+// The adjoint of conv2d (PyTorch's argument order): weight [in_channels, out_channels / groups, kH, kW], output
+// size (in - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1 per dim; output_padding
+// must be smaller than stride.
+RTX_API Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+                                const Shape& stride = {1, 1}, const Shape& padding = {0, 0},
+                                const Shape& output_padding = {0, 0}, int64_t groups = 1,
+                                const Shape& dilation = {1, 1});
 RTX_API Tensor max_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride = {},
                           const Shape& padding = {0, 0}, const Shape& dilation = {1, 1}, bool ceil_mode = false);
 // Values and the flat (h * W + w) index of each max within its input plane.
@@ -258,6 +310,11 @@ RTX_API Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const 
 RTX_API Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value);
 RTX_API Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 RTX_API Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1);
+// The int64 coordinates [count, x.dim()] of x's nonzero (true) elements, in row-major order. Reads
+// the count back from the device.
+RTX_API Tensor nonzero(const Tensor& x);
+// x's elements where mask (bool, broadcast with x) is true, as a 1-d tensor in row-major order.
+RTX_API Tensor masked_select(const Tensor& x, const Tensor& mask);
 RTX_API Tensor tril(const Tensor& x, int64_t diagonal = 0);
 RTX_API Tensor triu(const Tensor& x, int64_t diagonal = 0);
 RTX_API ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);

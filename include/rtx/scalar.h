@@ -42,7 +42,7 @@ class RTX_API Scalar {
   }
 
   // The dtype a tensor made from this scalar alone would have: bool, int64 or the default float.
-  DType dtype() const { return kind_ == Kind::Bool ? kBool : kind_ == Kind::Int ? kInt64 : kDefaultFloat; }
+  DType dtype() const { return kind_ == Kind::Bool ? kBool : kind_ == Kind::Int ? kInt64 : get_default_dtype(); }
 
  private:
   Kind kind_;

@@ -31,7 +31,8 @@ class Node;
 
 // dtype, device and requires_grad for the creation functions; converts from each of them alone. A
 // dtype or device left unset takes the op's default: the source's for the *_like ops, one inferred
-// from the values where PyTorch infers it (arange, full, tensor), else float32 and the CPU.
+// from the values where PyTorch infers it (arange, full, tensor), else get_default_dtype() and the
+// CPU.
 struct RTX_API TensorOptions {
   std::optional<DType> dtype;
   std::optional<Device> device;
@@ -44,11 +45,11 @@ struct RTX_API TensorOptions {
   TensorOptions(DeviceType dev) : device(Device(dev)) {}                                            // NOLINT
 
   // The dtype, or fallback when unset.
-  DType dtype_or(DType fallback = kDefaultFloat) const { return dtype.value_or(fallback); }
+  DType dtype_or(DType fallback = get_default_dtype()) const { return dtype.value_or(fallback); }
   // The device, or fallback when unset.
   Device device_or(Device fallback = Device(kCPU)) const { return device.value_or(fallback); }
   // These options with the unset dtype and device taken from the defaults given.
-  TensorOptions resolved(DType default_dtype = kDefaultFloat, Device default_device = Device(kCPU)) const {
+  TensorOptions resolved(DType default_dtype = get_default_dtype(), Device default_device = Device(kCPU)) const {
     return TensorOptions(dtype_or(default_dtype), device_or(default_device), requires_grad);
   }
 };
@@ -143,6 +144,9 @@ class RTX_API Tensor {
   std::vector<T> tolist() const;
   // PyTorch-style repr: tensor([[1., 2.], ...], dtype=..., device=..., requires_grad=True)
   std::string str() const;
+  // str() with the dtype named dtype_prefix + its name ("dtype=rustytorch.float64") and the backward
+  // node named grad_fn_name (where str() prints its op, "grad_fn=<mul>"): Python's repr.
+  std::string str(const std::string& dtype_prefix, const std::string& grad_fn_name) const;
 
   // ---- views (share storage, never copy) ------------------------------------------------------
   Tensor view(const Shape& shape) const;        // -1 infers one size

@@ -285,6 +285,33 @@ struct Remainder {
     }
   }
 };
+// Python's //: the quotient rounded toward negative infinity, so a == (a // b) * b + a % b. Integer
+// b == 0 gives 0; floats follow PyTorch (and CPython): the quotient is computed from fmod, so 1 // 0.1
+// is 9, and a float b == 0 gives IEEE a / b.
+struct FloorDivide {
+  template <typename T> RTX_INLINE T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0) return T(0);
+      if constexpr (std::is_signed_v<T>) {
+        // The most negative a by -1 traps in hardware: negate in the unsigned type (it wraps).
+        if (b == T(-1)) return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(a));
+        const T q = static_cast<T>(a / b);
+        return (a % b != 0 && ((a < 0) != (b < 0))) ? static_cast<T>(q - 1) : q;
+      } else {
+        return static_cast<T>(a / b);
+      }
+    } else {
+      if (b == T(0)) return a / b;
+      const T mod = std::fmod(a, b);
+      T div = (a - mod) / b;
+      if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) div -= T(1);
+      if (div == T(0)) return std::copysign(T(0), a / b);
+      T floordiv = std::floor(div);
+      if (div - floordiv > T(0.5)) floordiv += T(1);
+      return floordiv;
+    }
+  }
+};
 struct Atan2 {
   template <typename T> RTX_INLINE T operator()(T a, T b) const { return std::atan2(a, b); }
 };

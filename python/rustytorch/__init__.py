@@ -10,6 +10,13 @@ from ._C import (  # noqa: F401  (re-exported)
     is_grad_enabled,
 )
 from ._creation import tensor, as_tensor  # noqa: F401
+from ._size import Size  # noqa: F401
+from ._tensor import tile, isclose, allclose, equal  # noqa: F401
+from ._einsum import einsum  # noqa: F401
+from ._dtype_info import finfo, iinfo  # noqa: F401
+from ._inference_mode import inference_mode, is_inference_mode_enabled  # noqa: F401
+from ._compile import compile  # noqa: F401
+from . import backends  # noqa: F401
 from . import _tensor  # noqa: F401  (adds the Python-level Tensor methods)
 from . import _deepcopy  # noqa: F401  (adds Tensor.__deepcopy__)
 from .autograd import no_grad, enable_grad, set_grad_enabled  # noqa: F401

@@ -5,11 +5,15 @@ import numpy as np
 
 from . import _C
 
+# The numpy types of the default dtypes numpy has (it has no bfloat16).
+_NUMPY_FLOATS = {_C.float16: np.float16, _C.float32: np.float32, _C.float64: np.float64}
+
 
 def _from_data(data, infer_dtype=True):
     """A CPU tensor holding a copy of data, with PyTorch's dtype inference: Python floats give
-    float32, ints int64, bools bool; numpy arrays and scalars keep their dtype. Without
-    infer_dtype (a dtype is given), values keep numpy's widest reading until converted."""
+    the default dtype (get_default_dtype()), ints int64, bools bool; numpy arrays and scalars keep
+    their dtype. Without infer_dtype (a dtype is given), values keep numpy's widest reading until
+    converted."""
     if isinstance(data, _C.Tensor):
         return data.detach().clone()
     keep_numpy_dtype = isinstance(data, (np.ndarray, np.generic))
@@ -20,7 +24,10 @@ def _from_data(data, infer_dtype=True):
         raise TypeError("tensor(): complex numbers are not supported")
     if infer_dtype and not keep_numpy_dtype:
         if array.dtype.kind == "f":
-            array = array.astype(np.float32)
+            default = _C.get_default_dtype()
+            if default not in _NUMPY_FLOATS:
+                return _C.from_numpy(np.array(array, order="C")).to(default)
+            array = array.astype(_NUMPY_FLOATS[default])
         elif array.dtype.kind in "iu":
             array = array.astype(np.int64)
     return _C.from_numpy(np.array(array, order="C")).clone()

@@ -1,7 +1,9 @@
 """Tensor methods written in Python on top of _C: indexing and assignment, iteration, tolist,
-hooks, grad_fn, the new_* constructors and numpy interop niceties."""
+hooks, grad_fn, the new_* constructors, numpy interop niceties, repeat and tile, and the
+comparisons isclose, allclose and equal (also rustytorch functions)."""
 import builtins
 import numbers
+import operator
 
 import numpy as np
 
@@ -35,8 +37,7 @@ def _as_index_tensor(item, device):
 
 def _mask_to_indices(mask):
     """The int64 index tensors (one per mask dim) of a bool mask's True elements, in row-major order."""
-    positions = np.nonzero(mask.cpu().numpy())
-    return [_C.from_numpy(np.array(p, dtype=np.int64, order="C")).to(mask.device) for p in positions]
+    return list(mask.nonzero().unbind(1))
 
 
 def _expand_index(self, index):
@@ -209,6 +210,74 @@ def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
     return _tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
 
 
+# ---- repeat, tile and comparisons -------------------------------------------------------------
+
+def _int_sequence(args, what):
+    """f(2, 3), f((2, 3)) and f([2, 3]) as a tuple of ints."""
+    try:
+        if len(args) == 1 and not isinstance(args[0], numbers.Integral):
+            args = tuple(args[0])
+        return tuple(operator.index(a) for a in args)
+    except TypeError:
+        raise TypeError(f"{what} must be ints or one sequence of ints, got {args!r}") from None
+
+
+def _repeat(self, *sizes):
+    """The tensor tiled sizes[d] times along dim d; extra leading sizes add dims. A copy."""
+    sizes = _int_sequence(sizes, "repeat(): sizes")
+    if len(sizes) < self.dim():
+        raise _C.ShapeError(f"[repeat] {len(sizes)} repeats {list(sizes)} for a tensor of shape "
+                            f"{list(self.shape)}: give one per dim at least")
+    if builtins.any(r < 0 for r in sizes):
+        raise _C.ValueError(f"[repeat] repeats must be nonnegative, got {list(sizes)}")
+    shape = (1,) * (len(sizes) - self.dim()) + tuple(self.shape)
+    if builtins.all(r == 1 for r in sizes):
+        return self.reshape(shape).clone()
+    # Each dim s becomes a pair (1, s), the 1 expanded to the repeat count, the pair merged.
+    pairs = [n for s in shape for n in (1, s)]
+    expanded = [n for r, s in zip(sizes, shape) for n in (r, s)]
+    return self.reshape(pairs).expand(expanded).reshape([r * s for r, s in zip(sizes, shape)])
+
+
+def tile(input, dims):
+    """input repeated dims[d] times along dim d; a shorter dims counts as padded with leading 1s."""
+    dims = _int_sequence((dims,), "tile(): dims")
+    return _repeat(input, (1,) * (input.dim() - len(dims)) + dims)
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Elementwise |input - other| <= atol + rtol * |other| (or equal, infinities included), as a
+    bool tensor broadcast from both; NaNs count as close to each other when equal_nan."""
+    if not isinstance(other, Tensor):
+        raise TypeError(f"isclose(): other must be a Tensor, got {type(other).__name__}")
+    if input.dtype != other.dtype:
+        raise _C.DTypeError(f"[isclose] input has dtype {input.dtype} but other has {other.dtype}; they "
+                            "must match")
+    if rtol < 0 or atol < 0:
+        raise _C.ValueError(f"[isclose] rtol and atol must be nonnegative, got rtol={rtol} and atol={atol}")
+    close = input == other
+    if equal_nan and input.is_floating_point():
+        close = close | (input.isnan() & other.isnan())
+    if rtol == 0 and atol == 0:
+        return close
+    if input.dtype == _C.bool:
+        input, other = input.to(_C.get_default_dtype()), other.to(_C.get_default_dtype())
+    error = (input - other).abs()
+    return close | (error.isfinite() & (error <= (other * rtol).abs() + atol))
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether every element of isclose(input, other, ...) is True."""
+    return builtins.bool(isclose(input, other, rtol, atol, equal_nan).all())
+
+
+def equal(input, other):
+    """Whether both tensors have the same shape and elements (compared after promotion)."""
+    if not isinstance(other, Tensor):
+        raise TypeError(f"equal(): other must be a Tensor, got {type(other).__name__}")
+    return input.shape == other.shape and builtins.bool((input == other).all())
+
+
 def _format(self, spec):
     if self.dim() == 0:
         return self.item().__format__(spec)
@@ -228,3 +297,8 @@ Tensor.new_ones = _new(_C.ones)
 Tensor.new_empty = _new(_C.empty)
 Tensor.new_full = _new(lambda size, fill_value, **kw: _C.full(size, fill_value, **kw))
 Tensor.new_tensor = _new_tensor
+Tensor.repeat = _repeat
+Tensor.tile = lambda self, *dims: tile(self, _int_sequence(dims, "tile(): dims"))
+Tensor.isclose = isclose
+Tensor.allclose = allclose
+Tensor.equal = equal

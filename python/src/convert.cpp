@@ -3,6 +3,25 @@
 
 namespace rtx::python {
 
+py::object to_size(const Shape& shape) {
+  // The class, looked up once (under the GIL, so a plain pointer suffices) and kept for the process.
+  static PyTypeObject* size_type = nullptr;
+  if (size_type == nullptr)
+    size_type = reinterpret_cast<PyTypeObject*>(
+        py::object(py::module_::import("rustytorch._size").attr("Size")).release().ptr());
+  // Filled in place, as tuple's own constructor fills an instance of a subclass: x.shape stays a
+  // C-level call.
+  PyObject* size = size_type->tp_alloc(size_type, static_cast<Py_ssize_t>(shape.size()));
+  if (size == nullptr) throw py::error_already_set();
+  py::object result = py::reinterpret_steal<py::object>(size);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    PyObject* item = PyLong_FromLongLong(shape[i]);
+    if (item == nullptr) throw py::error_already_set();
+    PyTuple_SET_ITEM(size, static_cast<Py_ssize_t>(i), item);
+  }
+  return result;
+}
+
 std::string type_name(py::handle obj) { return py::str(py::type::handle_of(obj).attr("__name__")); }
 
 Shape to_shape(py::handle obj, const char* what) {

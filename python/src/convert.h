@@ -1,6 +1,7 @@
 // Conversions between Python values and the library's argument types, shared by every binding file:
-// Python numbers as rtx::Scalar (bool, int and float kept apart, as PyTorch's promotion needs), and
-// shapes and dim lists given the ways PyTorch accepts them (f(2, 3), f((2, 3)), f([2, 3]), f(None)).
+// Python numbers as rtx::Scalar (bool, int and float kept apart, as PyTorch's promotion needs),
+// shapes and dim lists given the ways PyTorch accepts them (f(2, 3), f((2, 3)), f([2, 3]), f(None)),
+// and shapes returned as rustytorch.Size.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -74,6 +75,8 @@ Shape shape_args(const py::args& args, const char* what);
 Shape dims_arg(const py::object& dims);
 // "float32"-style names of dtypes for messages.
 std::string type_name(py::handle obj);
+// A shape as rustytorch.Size (the tuple subclass of python/rustytorch/_size.py), what x.shape returns.
+py::object to_size(const Shape& shape);
 
 // Calls on_tensor or on_number with `other`, the second operand of a binary op: a Python number
 // (bool, int, float, or a number-like such as a numpy scalar) or a Tensor. Anything else gives

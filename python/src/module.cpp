@@ -32,6 +32,7 @@ PYBIND11_MODULE(_C, m) {
   bind_data(m);
   m.attr("__version__") = rtx::version();
   m.def("built_with_cuda", &rtx::built_with_cuda);
+  m.attr("_built_with_cudnn") = py::bool_(RTX_WITH_CUDNN != 0);
   m.def("set_num_threads", &rtx::set_num_threads, py::arg("n"));
   m.def("get_num_threads", &rtx::get_num_threads);
   m.def("use_deterministic_algorithms", &rtx::use_deterministic_algorithms, py::arg("mode"));

@@ -22,6 +22,28 @@ std::optional<TensorOptions> like_options(std::optional<DType> dtype, std::optio
   return options(dtype, device, requires_grad);
 }
 
+// Runs f with generator (when given) as the calling thread's current generator (see GeneratorGuard).
+template <typename F>
+decltype(auto) drawing_from(const std::optional<Generator>& generator, const F& f) {
+  if (!generator) return f();
+  GeneratorGuard guard(*generator);
+  return f();
+}
+
+// A seed as PyTorch takes it: an int of [-2^63, 2^64), a negative one counting from 2^64.
+uint64_t seed_of(const py::int_& seed) {
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(seed.ptr(), &overflow);
+  if (overflow == 0) return static_cast<uint64_t>(v);
+  const unsigned long long u = overflow > 0 ? PyLong_AsUnsignedLongLong(seed.ptr()) : 0;
+  if (overflow < 0 || PyErr_Occurred()) {
+    PyErr_Clear();
+    throw rtx::ValueError("[manual_seed] the seed must be an int of [-2**63, 2**64), got " +
+                          py::repr(seed).cast<std::string>());
+  }
+  return u;
+}
+
 Reduction reduction_of(const std::string& r) {
   if (r == "mean") return Reduction::Mean;
   if (r == "sum") return Reduction::Sum;
@@ -42,6 +64,14 @@ int64_t correction_of(std::optional<bool> unbiased, std::optional<int64_t> corre
   return unbiased.value_or(true) ? 1 : 0;
 }
 
+// nonzero(x, as_tuple=True): one 1-d tensor of coordinates per dim (a 0-d x counts as 1-d).
+py::tuple nonzero_tuple(const Tensor& x) {
+  const Tensor coordinates = rtx::nonzero(x.dim() == 0 ? x.reshape({1}) : x);
+  py::tuple out(coordinates.size(1));
+  for (int64_t d = 0; d < coordinates.size(1); ++d) out[d] = coordinates.select(1, d);
+  return out;
+}
+
 void bind_creation(py::module_& m) {
 #define RTX_SHAPE_CREATION(name)                                                                                   \
   m.def(                                                                                                           \
@@ -53,8 +83,6 @@ void bind_creation(py::module_& m) {
   RTX_SHAPE_CREATION(empty)
   RTX_SHAPE_CREATION(zeros)
   RTX_SHAPE_CREATION(ones)
-  RTX_SHAPE_CREATION(rand)
-  RTX_SHAPE_CREATION(randn)
 #undef RTX_SHAPE_CREATION
   m.def(
       "full",
@@ -73,8 +101,6 @@ void bind_creation(py::module_& m) {
   RTX_LIKE_CREATION(empty_like)
   RTX_LIKE_CREATION(zeros_like)
   RTX_LIKE_CREATION(ones_like)
-  RTX_LIKE_CREATION(rand_like)
-  RTX_LIKE_CREATION(randn_like)
 #undef RTX_LIKE_CREATION
   m.def(
       "full_like",
@@ -113,44 +139,119 @@ void bind_creation(py::module_& m) {
       },
       py::arg("s"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
       py::arg("requires_grad") = false);
+  m.def("get_default_dtype", &rtx::get_default_dtype);
+  m.def("set_default_dtype", &rtx::set_default_dtype, py::arg("d"));
 }
 
+py::tuple state_tuple(const GeneratorState& s) { return py::make_tuple(s.seed, s.offset); }
+GeneratorState state_of(const py::tuple& state) { return {state[0].cast<uint64_t>(), state[1].cast<uint64_t>()}; }
+
+// rustytorch.Generator, and the random functions, each taking generator= as PyTorch's do.
 void bind_random(py::module_& m, TensorClass& cls) {
-  m.def("manual_seed", &rtx::manual_seed, py::arg("seed"));
+  py::class_<Generator>(m, "Generator")
+      .def(py::init([](const std::optional<Device>& device) { return Generator(device.value_or(Device(kCPU))); }),
+           py::arg("device") = py::none())
+      .def(
+          "manual_seed",
+          [](const py::object& self, const py::int_& seed) {
+            self.cast<Generator&>().manual_seed(seed_of(seed));
+            return self;
+          },
+          py::arg("seed"))
+      .def("seed", &Generator::seed)
+      .def("initial_seed", &Generator::initial_seed)
+      .def("get_state", [](const Generator& g) { return state_tuple(g.get_state()); })
+      .def(
+          "set_state",
+          [](const py::object& self, const py::tuple& state) {
+            self.cast<Generator&>().set_state(state_of(state));
+            return self;
+          },
+          py::arg("new_state"))
+      .def_property_readonly("device", &Generator::device)
+      .def(py::pickle(
+          [](const Generator& g) { return py::make_tuple(state_tuple(g.get_state()), g.device().str()); },
+          [](const py::tuple& t) {
+            Generator g(Device(t[1].cast<std::string>()));
+            g.set_state(state_of(t[0]));
+            return g;
+          }));
+  m.attr("default_generator") = rtx::default_generator();
+  m.def("manual_seed", [](const py::int_& seed) {
+    rtx::manual_seed(seed_of(seed));
+    return rtx::default_generator();
+  }, py::arg("seed"));
+  m.def("seed", [] { return rtx::default_generator().seed(); });
   m.def("initial_seed", &rtx::initial_seed);
-  m.def("get_rng_state", [] {
-    const GeneratorState s = rtx::get_rng_state();
-    return py::make_tuple(s.seed, s.offset);
-  });
-  m.def(
-      "set_rng_state",
-      [](const py::tuple& state) { rtx::set_rng_state({state[0].cast<uint64_t>(), state[1].cast<uint64_t>()}); },
-      py::arg("state"));
+  m.def("get_rng_state", [] { return state_tuple(rtx::get_rng_state()); });
+  m.def("set_rng_state", [](const py::tuple& state) { rtx::set_rng_state(state_of(state)); }, py::arg("new_state"));
+
+  using OptionalGenerator = std::optional<Generator>;
+#define RTX_RANDOM_SHAPE(name)                                                                                  \
+  m.def(                                                                                                        \
+      #name,                                                                                                    \
+      [](const py::args& size, const OptionalGenerator& g, std::optional<DType> dtype, std::optional<Device> device, \
+         bool rg) {                                                                                             \
+        const Shape shape = shape_args(size, #name "(): size");                                                 \
+        return drawing_from(g, [&] { return rtx::name(shape, options(dtype, device, rg)); });                   \
+      },                                                                                                        \
+      py::kw_only(), py::arg("generator") = py::none(), py::arg("dtype") = py::none(),                          \
+      py::arg("device") = py::none(), py::arg("requires_grad") = false);
+  RTX_RANDOM_SHAPE(rand)
+  RTX_RANDOM_SHAPE(randn)
+#undef RTX_RANDOM_SHAPE
+#define RTX_RANDOM_LIKE(name)                                                                                   \
+  m.def(                                                                                                        \
+      #name,                                                                                                    \
+      [](const Tensor& t, const OptionalGenerator& g, std::optional<DType> dtype, std::optional<Device> device,   \
+         bool rg) { return drawing_from(g, [&] { return rtx::name(t, like_options(dtype, device, rg)); }); },    \
+      py::arg("input"), py::kw_only(), py::arg("generator") = py::none(), py::arg("dtype") = py::none(),         \
+      py::arg("device") = py::none(), py::arg("requires_grad") = false);
+  RTX_RANDOM_LIKE(rand_like)
+  RTX_RANDOM_LIKE(randn_like)
+#undef RTX_RANDOM_LIKE
+  // torch.randint's two forms: randint(high, size) and randint(low, high, size).
+  const auto randint = [](int64_t low, int64_t high, const py::object& size, const OptionalGenerator& g,
+                          std::optional<DType> dtype, std::optional<Device> device, bool rg) {
+    if (!py::isinstance<py::sequence>(size))
+      throw py::type_error("randint(): size must be a tuple of ints, got " + type_name(size));
+    const Shape shape = to_shape(size, "randint(): size");
+    return drawing_from(g, [&] { return rtx::randint(low, high, shape, options(dtype.value_or(kInt64), device, rg)); });
+  };
   m.def(
       "randint",
-      [](int64_t low, std::optional<int64_t> high, const py::object& size, std::optional<DType> dtype,
-         std::optional<Device> device, bool rg) {
-        TensorOptions o = options(dtype.value_or(kInt64), device, rg);
-        return high ? rtx::randint(low, *high, to_shape(size, "randint(): size"), o)
-                    : rtx::randint(0, low, to_shape(size, "randint(): size"), o);
-      },
-      py::arg("low"), py::arg("high"), py::arg("size"), py::kw_only(), py::arg("dtype") = py::none(),
+      [randint](int64_t high, const py::object& size, const OptionalGenerator& g, std::optional<DType> dtype,
+                std::optional<Device> device, bool rg) { return randint(0, high, size, g, dtype, device, rg); },
+      py::arg("high"), py::arg("size"), py::kw_only(), py::arg("generator") = py::none(), py::arg("dtype") = py::none(),
       py::arg("device") = py::none(), py::arg("requires_grad") = false);
+  m.def("randint", randint, py::arg("low"), py::arg("high"), py::arg("size"), py::kw_only(),
+        py::arg("generator") = py::none(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
+        py::arg("requires_grad") = false);
   m.def(
       "randperm",
-      [](int64_t n, std::optional<DType> dtype, std::optional<Device> device, bool rg) {
-        return rtx::randperm(n, options(dtype.value_or(kInt64), device, rg));
+      [](int64_t n, const OptionalGenerator& g, std::optional<DType> dtype, std::optional<Device> device, bool rg) {
+        return drawing_from(g, [&] { return rtx::randperm(n, options(dtype.value_or(kInt64), device, rg)); });
       },
-      py::arg("n"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
-      py::arg("requires_grad") = false);
-  cls.def("uniform_", [](Tensor& t, double a, double b) -> Tensor& { return rtx::uniform_(t, a, b); },
-          py::arg("from") = 0.0, py::arg("to") = 1.0);
-  cls.def("normal_", [](Tensor& t, double mean, double std) -> Tensor& { return rtx::normal_(t, mean, std); },
-          py::arg("mean") = 0.0, py::arg("std") = 1.0);
-  def_op(m, cls, "bernoulli", [](const Tensor& p, std::optional<double> prob) {
-    return prob ? rtx::bernoulli(p, *prob) : rtx::bernoulli(p);
-  }, py::arg("p") = py::none());
-  def_op(m, cls, "multinomial", &rtx::multinomial, py::arg("num_samples"), py::arg("replacement") = false);
+      py::arg("n"), py::kw_only(), py::arg("generator") = py::none(), py::arg("dtype") = py::none(),
+      py::arg("device") = py::none(), py::arg("requires_grad") = false);
+  cls.def(
+      "uniform_",
+      [](Tensor& t, double a, double b, const OptionalGenerator& g) -> Tensor& {
+        return drawing_from(g, [&]() -> Tensor& { return rtx::uniform_(t, a, b); });
+      },
+      py::arg("from") = 0.0, py::arg("to") = 1.0, py::kw_only(), py::arg("generator") = py::none());
+  cls.def(
+      "normal_",
+      [](Tensor& t, double mean, double std, const OptionalGenerator& g) -> Tensor& {
+        return drawing_from(g, [&]() -> Tensor& { return rtx::normal_(t, mean, std); });
+      },
+      py::arg("mean") = 0.0, py::arg("std") = 1.0, py::kw_only(), py::arg("generator") = py::none());
+  def_op(m, cls, "bernoulli", [](const Tensor& p, std::optional<double> prob, const OptionalGenerator& g) {
+    return drawing_from(g, [&] { return prob ? rtx::bernoulli(p, *prob) : rtx::bernoulli(p); });
+  }, py::arg("p") = py::none(), py::kw_only(), py::arg("generator") = py::none());
+  def_op(m, cls, "multinomial", [](const Tensor& w, int64_t n, bool replacement, const OptionalGenerator& g) {
+    return drawing_from(g, [&] { return rtx::multinomial(w, n, replacement); });
+  }, py::arg("num_samples"), py::arg("replacement") = false, py::kw_only(), py::arg("generator") = py::none());
 }
 
 void bind_pointwise(py::module_& m, TensorClass& cls) {
@@ -220,6 +321,7 @@ void bind_pointwise(py::module_& m, TensorClass& cls) {
   m.def("where", [](const Tensor& c, const Scalar& a, const Scalar& b) {
     return rtx::where(c, rtx::scalar_tensor(a, TensorOptions(a.dtype(), c.device())), b);
   }, py::arg("condition"), py::arg("input"), py::arg("other"));
+  m.def("where", [](const Tensor& c) { return nonzero_tuple(c); }, py::arg("condition"));
   cls.def("where", [](const Tensor& x, const Tensor& c, const Tensor& y) { return rtx::where(c, x, y); },
           py::arg("condition"), py::arg("other"));
   cls.def("where", [](const Tensor& x, const Tensor& c, const Scalar& y) { return rtx::where(c, x, y); },
@@ -309,6 +411,13 @@ void bind_linalg_nn(py::module_& m, TensorClass& cls) {
                        pair_of(dilation, "dilation"), groups);
   }, py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1, py::arg("padding") = 0,
         py::arg("dilation") = 1, py::arg("groups") = 1);
+  m.def("conv_transpose2d", [](const Tensor& x, const Tensor& w, const std::optional<Tensor>& b,
+                               const py::object& stride, const py::object& padding, const py::object& output_padding,
+                               int64_t groups, const py::object& dilation) {
+    return rtx::conv_transpose2d(x, w, b.value_or(Tensor()), pair_of(stride, "stride"), pair_of(padding, "padding"),
+                                 pair_of(output_padding, "output_padding"), groups, pair_of(dilation, "dilation"));
+  }, py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1, py::arg("padding") = 0,
+        py::arg("output_padding") = 0, py::arg("groups") = 1, py::arg("dilation") = 1);
   m.def("max_pool2d", [](const Tensor& x, const py::object& k, const py::object& stride, const py::object& padding,
                          const py::object& dilation, bool ceil_mode, bool return_indices) -> py::object {
     const Shape ks = pair_of(k, "kernel_size");
@@ -400,6 +509,31 @@ void bind_join_index(py::module_& m, TensorClass& cls) {
   def_op(m, cls, "scatter", py::overload_cast<const Tensor&, int64_t, const Tensor&, const Scalar&>(&rtx::scatter),
          py::arg("dim"), py::arg("index"), py::arg("value"));
   def_op(m, cls, "scatter_add", &rtx::scatter_add, py::arg("dim"), py::arg("index"), py::arg("src"));
+  // In place: the scatter's result written back (reduce "add" sums into the tensor instead).
+  cls.def("scatter_", [](const py::object& self, int64_t dim, const Tensor& index, py::handle src,
+                         const std::optional<std::string>& reduce) {
+    Tensor& x = self.cast<Tensor&>();
+    if (reduce && *reduce != "add")
+      throw rtx::ValueError("[scatter_] reduce must be None or 'add', got '" + *reduce + "'");
+    return with_operand("scatter_", src, [&](const Tensor& t) {
+      x.copy_(reduce ? rtx::scatter_add(x, dim, index, t) : rtx::scatter(x, dim, index, t));
+      return self;
+    }, [&](const Scalar& v) {
+      x.copy_(reduce ? rtx::scatter_add(x, dim, index, rtx::full(index.sizes(), v, x.options()))
+                     : rtx::scatter(x, dim, index, v));
+      return self;
+    });
+  }, py::arg("dim"), py::arg("index"), py::arg("src"), py::kw_only(), py::arg("reduce") = py::none());
+  cls.def("scatter_add_", [](const py::object& self, int64_t dim, const Tensor& index, const Tensor& src) {
+    Tensor& x = self.cast<Tensor&>();
+    x.copy_(rtx::scatter_add(x, dim, index, src));
+    return self;
+  }, py::arg("dim"), py::arg("index"), py::arg("src"));
+  def_op(m, cls, "nonzero", [](const Tensor& x, bool as_tuple) -> py::object {
+    return as_tuple ? py::object(nonzero_tuple(x)) : py::cast(rtx::nonzero(x));
+  }, py::kw_only(), py::arg("as_tuple") = false);
+  def_op(m, cls, "argwhere", &rtx::nonzero);
+  def_op(m, cls, "masked_select", &rtx::masked_select, py::arg("mask"));
   def_op(m, cls, "index_add", &rtx::index_add, py::arg("dim"), py::arg("index"), py::arg("source"), py::kw_only(),
          py::arg("alpha") = 1);
   def_op(m, cls, "tril", &rtx::tril, py::arg("diagonal") = 0);
@@ -421,7 +555,7 @@ void bind_join_index(py::module_& m, TensorClass& cls) {
   m.def("broadcast_shapes", [](const py::args& shapes) {
     Shape out;
     for (py::handle s : shapes) out = rtx::broadcast_shapes(out, to_shape(s, "shape"));
-    return out;
+    return to_size(out);
   });
   m.def("result_type", py::overload_cast<const Tensor&, const Tensor&>(&rtx::result_type), py::arg("tensor1"),
         py::arg("tensor2"));
@@ -451,6 +585,9 @@ void bind_ops(py::module_& m, TensorClass& cls) {
   m.def("diagonal", &rtx::diagonal, py::arg("input"), py::arg("offset") = 0, py::arg("dim1") = 0, py::arg("dim2") = 1);
   m.def("clone", &rtx::clone, py::arg("input"));
   m.def("t", [](const Tensor& x) { return x.t(); }, py::arg("input"));
+  m.def("numel", &rtx::Tensor::numel, py::arg("input"));
+  m.def("is_floating_point", &rtx::Tensor::is_floating_point, py::arg("input"));
+  m.def("is_tensor", [](py::handle obj) { return py::isinstance<Tensor>(obj); }, py::arg("obj"));
 }
 
 }  // namespace rtx::python

@@ -1,11 +1,88 @@
 // The Tensor class: metadata, conversions between dtypes and devices, views, copies, autograd
-// attributes, Python's number protocol and the arithmetic and comparison operators.
+// attributes, repr, Python's number protocol and the arithmetic and comparison operators.
 #include <pybind11/functional.h>
+
+#include <cctype>
+#include <unordered_map>
 
 #include "bindings.h"
 
 namespace rtx::python {
 namespace {
+
+// PyTorch's name of the backward node of an op: each word of the op capitalized, as is a letter after
+// a digit, and "Backward0" ("mul" -> "MulBackward0", "log1p" -> "Log1PBackward0"); an in-place op is
+// named as its out-of-place form, ops that PyTorch records as another op as PyTorch names them, and a
+// custom Function (its node is named by its class) "<Class>Backward".
+std::string pytorch_node_name(std::string op) {
+  static const std::unordered_map<std::string, std::string> renamed = {
+      {"to", "ToCopyBackward0"},
+      {"copy_", "CopyBackwards"},
+      {"square", "PowBackward0"},
+      {"cross_entropy", "NllLossBackward0"},
+      {"layer_norm", "NativeLayerNormBackward0"},
+      {"batch_norm", "NativeBatchNormBackward0"},
+      {"conv2d", "ConvolutionBackward0"},
+      {"max_pool2d", "MaxPool2DWithIndicesBackward0"},
+  };
+  if (const auto it = renamed.find(op); it != renamed.end()) return it->second;
+  if (!op.empty() && std::isupper(static_cast<unsigned char>(op[0]))) return op + "Backward";
+  if (op.size() > 1 && op.back() == '_') op.pop_back();
+  std::string name;
+  bool capitalize = true;
+  for (const char c : op) {
+    if (c == '_') {
+      capitalize = true;
+      continue;
+    }
+    name += capitalize ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    capitalize = std::isdigit(static_cast<unsigned char>(c)) != 0;
+  }
+  return name + "Backward0";
+}
+
+// PyTorch's legacy tensor type names ("Float" of "FloatTensor") by dtype.
+const char* legacy_type_name(DType t) {
+  switch (t) {
+    case kBool: return "Bool";
+    case kUInt8: return "Byte";
+    case kInt8: return "Char";
+    case kInt32: return "Int";
+    case kInt64: return "Long";
+    case kFloat16: return "Half";
+    case kBFloat16: return "BFloat16";
+    case kFloat32: return "Float";
+    case kFloat64: return "Double";
+  }
+  return "";
+}
+
+// x.type(): "rustytorch.FloatTensor", "rustytorch.cuda.LongTensor", ...
+std::string type_string(const Tensor& t) {
+  return std::string(t.is_cuda() ? "rustytorch.cuda." : "rustytorch.") + legacy_type_name(t.dtype()) + "Tensor";
+}
+
+// x.type(name): the tensor converted to the type a name of type_string's form gives ("torch." for
+// "rustytorch." is accepted too, as scripts written for PyTorch spell it); a CUDA name keeps a CUDA
+// tensor's device and moves any other to the current device.
+Tensor to_type_named(const Tensor& t, const std::string& name, bool non_blocking) {
+  for (const std::string module : {"rustytorch.", "torch."}) {
+    if (name.rfind(module, 0) != 0) continue;
+    std::string rest = name.substr(module.size());
+    const bool cuda = rest.rfind("cuda.", 0) == 0;
+    if (cuda) rest = rest.substr(5);
+    for (int i = 0; i < kNumDTypes; ++i) {
+      const auto dtype = static_cast<DType>(i);
+      if (rest != std::string(legacy_type_name(dtype)) + "Tensor") continue;
+      Device device(kCPU);
+      if (cuda && t.is_cuda()) device = t.device();
+      if (cuda && !t.is_cuda()) device = Device(kCUDA, rtx::cuda::is_available() ? rtx::cuda::current_device() : 0);
+      return t.to(device, dtype, non_blocking);
+    }
+  }
+  throw rtx::ValueError("[type] invalid type '" + name + "'; expected a dtype or a name such as " +
+                        "'rustytorch.FloatTensor' or 'rustytorch.cuda.LongTensor'");
+}
 
 py::tuple to_tuple(const Shape& s) {
   py::tuple t(s.size());
@@ -71,12 +148,12 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       // A new tensor sharing t's memory but not its history (what nn.Parameter(t) wraps).
       .def(py::init([](const Tensor& t) { return t.detach(); }), py::arg("data"))
       // ---- metadata ----
-      .def_property_readonly("shape", [](const Tensor& t) { return to_tuple(t.sizes()); })
+      .def_property_readonly("shape", [](const Tensor& t) { return to_size(t.sizes()); })
       .def(
           "size",
           [](const Tensor& t, std::optional<int64_t> dim) -> py::object {
             if (dim) return py::int_(t.size(*dim));
-            return to_tuple(t.sizes());
+            return to_size(t.sizes());
           },
           py::arg("dim") = py::none())
       .def(
@@ -108,7 +185,11 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
              if (t.dim() == 0) throw py::type_error("len() of a 0-d tensor");
              return t.size(0);
            })
-      .def("__repr__", &Tensor::str)
+      .def("__repr__",
+           [](const Tensor& t) {
+             const auto fn = t.defined() ? t.grad_fn() : nullptr;
+             return t.str("rustytorch.", fn ? pytorch_node_name(fn->name()) : std::string());
+           })
       .def("__hash__", [](const py::object& self) { return reinterpret_cast<intptr_t>(self.ptr()); })
       // ---- values ----
       .def("item", [](const Tensor& t) { return t.item(); })
@@ -147,6 +228,17 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       .def("byte", [](const Tensor& t) { return t.to(kUInt8); })
       .def("char", [](const Tensor& t) { return t.to(kInt8); })
       .def("type_as", [](const Tensor& t, const Tensor& other) { return t.to(other.dtype()); })
+      .def(
+          "type",
+          [](const Tensor& t, const py::object& dtype, bool non_blocking) -> py::object {
+            if (dtype.is_none()) return py::str(type_string(t));
+            if (py::isinstance<DType>(dtype)) return py::cast(t.to(dtype.cast<DType>(), non_blocking));
+            if (py::isinstance<py::str>(dtype))
+              return py::cast(to_type_named(t, dtype.cast<std::string>(), non_blocking));
+            throw py::type_error("type(): dtype must be a dtype or a type name such as 'rustytorch.FloatTensor', "
+                                 "got " + type_name(dtype));
+          },
+          py::arg("dtype") = py::none(), py::arg("non_blocking") = false)
       // ---- copies ----
       .def("contiguous", &Tensor::contiguous)
       .def("clone", &Tensor::clone)
@@ -232,7 +324,7 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       .def_property_readonly("_grad_fn_name",
                              [](const Tensor& t) -> py::object {
                                const auto fn = t.grad_fn();
-                               return fn ? py::cast(fn->name()) : py::none();
+                               return fn ? py::cast(pytorch_node_name(fn->name())) : py::none();
                              })
       // ---- operators ----
       .def("__neg__", [](const Tensor& a) { return -a; })
@@ -270,6 +362,7 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
   RTX_OPERATOR("__mul__", "__rmul__", "__imul__", mul, mul_)
   RTX_OPERATOR("__truediv__", "__rtruediv__", "__itruediv__", div, div_)
   RTX_OPERATOR("__mod__", "__rmod__", "__imod__", remainder, remainder_)
+  RTX_OPERATOR("__floordiv__", "__rfloordiv__", "__ifloordiv__", floor_divide, floor_divide_)
   RTX_OPERATOR("__pow__", "__rpow__", "__ipow__", pow, pow_)
 #undef RTX_OPERATOR
 

@@ -1,7 +1,24 @@
-// The default random generator (seed + counter offset behind a mutex).
+// Random generators (seed + counter offset behind a mutex), the public Generator handle, and the
+// per-thread current generator that GeneratorGuard sets.
 #include "core/generator.h"
 
-namespace rtx::detail {
+#include <random>
+#include <utility>
+
+namespace rtx {
+namespace detail {
+namespace {
+
+// The default generator, never destroyed (random ops may run during static destruction).
+const std::shared_ptr<Generator>& shared_default() {
+  static const auto* generator = new std::shared_ptr<Generator>(std::make_shared<Generator>());
+  return *generator;
+}
+
+// The innermost GeneratorGuard's generator on this thread (null: the default).
+thread_local Generator* t_current = nullptr;
+
+}  // namespace
 
 void Generator::set_seed(uint64_t seed) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -32,9 +49,40 @@ GeneratorState Generator::reserve(uint64_t n_counters) {
   return taken;
 }
 
-Generator& default_generator() {
-  static Generator generator;
-  return generator;
+Generator& default_generator() { return *shared_default(); }
+
+Generator& current_generator() { return t_current != nullptr ? *t_current : default_generator(); }
+
+}  // namespace detail
+
+// ---- the public handle --------------------------------------------------------------------------
+
+Generator::Generator(Device device) : impl_(std::make_shared<detail::Generator>()), device_(device) {}
+
+Generator::Generator(std::shared_ptr<detail::Generator> impl, Device device)
+    : impl_(std::move(impl)), device_(device) {}
+
+Generator& Generator::manual_seed(uint64_t seed) {
+  impl_->set_seed(seed);
+  return *this;
 }
 
-}  // namespace rtx::detail
+uint64_t Generator::seed() {
+  std::random_device source;
+  const uint64_t seed = (static_cast<uint64_t>(source()) << 32) | source();
+  impl_->set_seed(seed);
+  return seed;
+}
+
+uint64_t Generator::initial_seed() const { return impl_->seed(); }
+GeneratorState Generator::get_state() const { return impl_->state(); }
+void Generator::set_state(const GeneratorState& state) { impl_->set_state(state); }
+
+Generator default_generator() { return Generator(detail::shared_default(), Device(kCPU)); }
+
+GeneratorGuard::GeneratorGuard(const Generator& generator)
+    : generator_(generator), previous_(std::exchange(detail::t_current, &generator.impl())) {}
+
+GeneratorGuard::~GeneratorGuard() { detail::t_current = previous_; }
+
+}  // namespace rtx

@@ -1,6 +1,7 @@
-// The default random generator: a Philox key (the seed) and the next unused counter (the offset),
-// shared by every device so that one seed gives the same numbers on CPU and GPU. Random ops take
-// fresh counters with reserve(); see kernels/common/philox.h for how counters become values.
+// Random generators: a Philox key (the seed) and the next unused counter (the offset), shared by
+// every device so that one seed gives the same numbers on CPU and GPU. Random ops take fresh counters
+// from the calling thread's current generator with reserve(); see kernels/common/philox.h for how
+// counters become values. rtx::Generator (rtx/ops.h) is the public handle to one.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +32,9 @@ class Generator {
   uint64_t offset_ = 0;
 };
 
-// The process-wide generator every random op draws from.
+// The process-wide default generator.
 Generator& default_generator();
+// The generator random ops on this thread draw from: the innermost GeneratorGuard's, else the default.
+Generator& current_generator();
 
 }  // namespace rtx::detail

@@ -183,23 +183,29 @@ std::string add_suffixes(std::string s, const std::vector<std::string>& suffixes
 }  // namespace
 
 std::string Tensor::str() const {
+  const auto fn = defined() ? grad_fn() : nullptr;
+  return str("", fn ? fn->name() : std::string());
+}
+
+std::string Tensor::str(const std::string& dtype_prefix, const std::string& grad_fn_name) const {
   if (!defined()) return "tensor(undefined)";
   const std::string prefix = "tensor(";
   const int64_t indent = static_cast<int64_t>(prefix.size());
   std::vector<std::string> suffixes;
   if (!is_cpu()) suffixes.push_back("device='" + device().str() + "'");
-  const std::string dtype_suffix = std::string("dtype=") + dtype_name(dtype());
+  const std::string dtype_suffix = "dtype=" + dtype_prefix + dtype_name(dtype());
+  const DType default_float = get_default_dtype();
   std::string body;
   if (numel() == 0) {
     // No element shows the dtype, so anything but the default float type is named.
     if (dim() != 1) suffixes.push_back("size=" + tuple_str(sizes()));
-    if (dtype() != kDefaultFloat) suffixes.push_back(dtype_suffix);
+    if (dtype() != default_float) suffixes.push_back(dtype_suffix);
     body = "[]";
   } else {
-    if (dtype() != kDefaultFloat && dtype() != kInt64 && dtype() != kBool) suffixes.push_back(dtype_suffix);
+    if (dtype() != default_float && dtype() != kInt64 && dtype() != kBool) suffixes.push_back(dtype_suffix);
     body = values_str(detach(), indent);
   }
-  if (auto fn = grad_fn()) suffixes.push_back("grad_fn=<" + fn->name() + ">");
+  if (grad_fn()) suffixes.push_back("grad_fn=<" + grad_fn_name + ">");
   else if (requires_grad()) suffixes.push_back("requires_grad=True");
   return add_suffixes(prefix + body, suffixes, indent);
 }

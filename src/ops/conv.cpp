@@ -1,7 +1,8 @@
-// Convolution and pooling front-ends (NCHW; a 3-d CHW input is a batch of one): argument checks, output
-// sizes, kernel calls, and the internal backward ops. Each backward op is recorded with a formula of
-// its own written with conv2d, the pools and each other (they are linear in their gradient input), so
-// second and higher derivatives are exact.
+// Convolution, transposed convolution and pooling front-ends (NCHW; a 3-d CHW input is a batch of one):
+// argument checks, output sizes, kernel calls, and the internal backward ops. Each backward op is
+// recorded with a formula of its own written with conv2d, the pools and each other (they are linear in
+// their gradient input), so second and higher derivatives are exact. conv_transpose2d is conv2d's input
+// gradient.
 #include <array>
 
 #include "autograd/function.h"
@@ -65,6 +66,49 @@ Tensor batched(const Tensor& x, const F& f) {
 }
 
 // ---- convolution --------------------------------------------------------------------------------
+
+// The input and weight of a convolution: an image input, a 4-d weight of the given layout, one floating
+// dtype and one device.
+void check_conv_operands(const char* op, const Tensor& x, const Tensor& weight, const char* layout) {
+  check_image_input(op, x);
+  check_defined(weight, op, "weight");
+  RTX_CHECK(weight.dim() == 4, ShapeError, "[{}] expected a 4-d weight ({}, kH, kW), got shape {}", op, layout,
+            shape_str(weight.sizes()));
+  check_float_input(op, x);
+  RTX_CHECK(weight.dtype() == x.dtype(), DTypeError, "[{}] input ({}) and weight ({}) must have the same dtype", op,
+            x.dtype(), weight.dtype());
+  detail::check_same_device(op, x, weight);
+}
+
+// An optional bias of shape [out_channels], of the input's dtype and device.
+void check_conv_bias(const char* op, const Tensor& x, const Tensor& bias, int64_t out_channels) {
+  if (!bias.defined()) return;
+  RTX_CHECK(bias.dtype() == x.dtype(), DTypeError, "[{}] input ({}) and bias ({}) must have the same dtype", op,
+            x.dtype(), bias.dtype());
+  detail::check_same_device(op, x, bias);
+  RTX_CHECK(bias.dim() == 1 && bias.size(0) == out_channels, ShapeError,
+            "[{}] expected a bias of shape [{}] (out_channels), got {}", op, out_channels, shape_str(bias.sizes()));
+}
+
+// The checked geometry of a convolution from the user's arguments.
+Conv2dParams conv_params(const char* op, const Shape& stride, const Shape& padding, const Shape& dilation,
+                         int64_t groups) {
+  const Pair s = pair_arg(op, "stride", stride), pad = pair_arg(op, "padding", padding);
+  const Pair d = pair_arg(op, "dilation", dilation);
+  RTX_CHECK(s[0] > 0 && s[1] > 0, ValueError, "[{}] stride must be positive, got {}", op, shape_str(stride));
+  RTX_CHECK(d[0] > 0 && d[1] > 0, ValueError, "[{}] dilation must be positive, got {}", op, shape_str(dilation));
+  RTX_CHECK(pad[0] >= 0 && pad[1] >= 0, ValueError, "[{}] padding must be nonnegative, got {}", op,
+            shape_str(padding));
+  RTX_CHECK(groups > 0, ValueError, "[{}] groups must be positive, got {}", op, groups);
+  Conv2dParams p;
+  for (int i = 0; i < 2; ++i) {
+    p.stride[i] = s[i];
+    p.padding[i] = pad[i];
+    p.dilation[i] = d[i];
+  }
+  p.groups = groups;
+  return p;
+}
 
 // Output extent of a convolution or pooling window along one dim (floor or ceil of the window count).
 int64_t window_count(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode = false) {
@@ -198,31 +242,10 @@ Tensor adaptive_avg_pool2d_forward(const Tensor& x, const Pair& size) {
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
               const Shape& dilation, int64_t groups) {
   const char* op = "conv2d";
-  check_image_input(op, x);
-  check_defined(weight, op, "weight");
-  RTX_CHECK(weight.dim() == 4, ShapeError,
-            "[conv2d] expected a 4-d weight (out_channels, in_channels / groups, kH, kW), got shape {}",
-            shape_str(weight.sizes()));
-  check_float_input(op, x);
-  RTX_CHECK(weight.dtype() == x.dtype(), DTypeError, "[conv2d] input ({}) and weight ({}) must have the same dtype",
-            x.dtype(), weight.dtype());
-  detail::check_same_device(op, x, weight);
+  check_conv_operands(op, x, weight, "out_channels, in_channels / groups");
   const int64_t out_channels = weight.size(0);
-  if (bias.defined()) {
-    RTX_CHECK(bias.dtype() == x.dtype(), DTypeError, "[conv2d] input ({}) and bias ({}) must have the same dtype",
-              x.dtype(), bias.dtype());
-    detail::check_same_device(op, x, bias);
-    RTX_CHECK(bias.dim() == 1 && bias.size(0) == out_channels, ShapeError,
-              "[conv2d] expected a bias of shape [{}] (out_channels), got {}", out_channels, shape_str(bias.sizes()));
-  }
-  Conv2dParams p;
-  const Pair s = pair_arg(op, "stride", stride), pad = pair_arg(op, "padding", padding);
-  const Pair d = pair_arg(op, "dilation", dilation);
-  RTX_CHECK(s[0] > 0 && s[1] > 0, ValueError, "[conv2d] stride must be positive, got {}", shape_str(stride));
-  RTX_CHECK(d[0] > 0 && d[1] > 0, ValueError, "[conv2d] dilation must be positive, got {}", shape_str(dilation));
-  RTX_CHECK(pad[0] >= 0 && pad[1] >= 0, ValueError, "[conv2d] padding must be nonnegative, got {}",
-            shape_str(padding));
-  RTX_CHECK(groups > 0, ValueError, "[conv2d] groups must be positive, got {}", groups);
+  check_conv_bias(op, x, bias, out_channels);
+  const Conv2dParams p = conv_params(op, stride, padding, dilation, groups);
   const int64_t channels = x.size(-3);
   RTX_CHECK(channels % groups == 0, ShapeError, "[conv2d] input channels {} (input shape {}) are not divisible by groups {}",
             channels, shape_str(x.sizes()), groups);
@@ -233,19 +256,50 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const S
             "[conv2d] weight of shape {} expects {} input channels ({} per group x {} groups), but the input of "
             "shape {} has {}",
             shape_str(weight.sizes()), weight.size(1) * groups, weight.size(1), groups, shape_str(x.sizes()), channels);
-  for (int i = 0; i < 2; ++i) {
-    p.stride[i] = s[i];
-    p.padding[i] = pad[i];
-    p.dilation[i] = d[i];
-  }
-  p.groups = groups;
-  const int64_t kh = (weight.size(2) - 1) * d[0] + 1, kw = (weight.size(3) - 1) * d[1] + 1;
-  const int64_t ph = x.size(-2) + 2 * pad[0], pw = x.size(-1) + 2 * pad[1];
+  const int64_t kh = (weight.size(2) - 1) * p.dilation[0] + 1, kw = (weight.size(3) - 1) * p.dilation[1] + 1;
+  const int64_t ph = x.size(-2) + 2 * p.padding[0], pw = x.size(-1) + 2 * p.padding[1];
   RTX_CHECK(kh <= ph && kw <= pw, ShapeError,
             "[conv2d] the kernel of (dilated) size {} is larger than the padded input of size {} (input shape {}, "
             "weight shape {})",
             shape_str({kh, kw}), shape_str({ph, pw}), shape_str(x.sizes()), shape_str(weight.sizes()));
   return batched(x, [&](const Tensor& x4) { return conv2d_forward(x4, weight, bias, p); });
+}
+
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Shape& stride,
+                        const Shape& padding, const Shape& output_padding, int64_t groups, const Shape& dilation) {
+  const char* op = "conv_transpose2d";
+  check_conv_operands(op, x, weight, "in_channels, out_channels / groups");
+  const Conv2dParams p = conv_params(op, stride, padding, dilation, groups);
+  const int64_t channels = x.size(-3);
+  RTX_CHECK(weight.size(0) == channels, ShapeError,
+            "[conv_transpose2d] weight of shape {} expects {} input channels, but the input of shape {} has {}",
+            shape_str(weight.sizes()), weight.size(0), shape_str(x.sizes()), channels);
+  RTX_CHECK(channels % groups == 0, ShapeError,
+            "[conv_transpose2d] input channels {} (input shape {}) are not divisible by groups {}", channels,
+            shape_str(x.sizes()), groups);
+  const int64_t out_channels = weight.size(1) * groups;
+  check_conv_bias(op, x, bias, out_channels);
+  const Pair extra = pair_arg(op, "output_padding", output_padding);
+  // Below the stride, the output keeps conv2d's size relation with the input (conv2d of the output
+  // has the input's size), which the input-gradient kernels of every backend rely on.
+  RTX_CHECK(extra[0] >= 0 && extra[1] >= 0 && extra[0] < p.stride[0] && extra[1] < p.stride[1], ValueError,
+            "[conv_transpose2d] output_padding {} must be nonnegative and smaller than stride {}",
+            shape_str(output_padding), shape_str(shape_of(p.stride)));
+  int64_t size[2];
+  for (int i = 0; i < 2; ++i)
+    size[i] = (x.size(i - 2) - 1) * p.stride[i] - 2 * p.padding[i] + p.dilation[i] * (weight.size(i + 2) - 1) +
+              extra[i] + 1;
+  RTX_CHECK(size[0] > 0 && size[1] > 0, ShapeError,
+            "[conv_transpose2d] the output size {} is too small: input shape {}, weight shape {}, stride {}, "
+            "padding {}, dilation {}",
+            shape_str({size[0], size[1]}), shape_str(x.sizes()), shape_str(weight.sizes()),
+            shape_str(shape_of(p.stride)), shape_str(shape_of(p.padding)), shape_str(shape_of(p.dilation)));
+  // The input gradient of conv2d with this weight; recorded as such, its backward is conv2d (input)
+  // and the conv2d weight gradient with the input in grad_out's place (weight).
+  return batched(x, [&](const Tensor& x4) {
+    const Tensor out = detail::conv2d_backward_input(x4, weight, {x4.size(0), out_channels, size[0], size[1]}, p);
+    return bias.defined() ? add(out, bias.view({1, out_channels, 1, 1})) : out;
+  });
 }
 
 ValuesIndices max_pool2d_with_indices(const Tensor& x, const Shape& kernel_size, const Shape& stride,

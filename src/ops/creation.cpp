@@ -54,8 +54,8 @@ Tensor empty(const Shape& shape, const TensorOptions& options) {
 Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& o) {
   return filled("full", shape, value, o, value.dtype());
 }
-Tensor zeros(const Shape& shape, const TensorOptions& o) { return filled("zeros", shape, 0, o, kDefaultFloat); }
-Tensor ones(const Shape& shape, const TensorOptions& o) { return filled("ones", shape, 1, o, kDefaultFloat); }
+Tensor zeros(const Shape& shape, const TensorOptions& o) { return filled("zeros", shape, 0, o, get_default_dtype()); }
+Tensor ones(const Shape& shape, const TensorOptions& o) { return filled("ones", shape, 1, o, get_default_dtype()); }
 
 Tensor empty_like(const Tensor& t, std::optional<TensorOptions> o) { return empty(t.sizes(), like(t, o, "empty_like")); }
 Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> o) { return zeros(t.sizes(), like(t, o, "zeros_like")); }
@@ -70,7 +70,7 @@ Tensor arange(const Scalar& end, std::optional<TensorOptions> o) { return arange
 
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<TensorOptions> o) {
   const bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
-  const TensorOptions opts = o.value_or(TensorOptions()).resolved(integral ? kInt64 : kDefaultFloat);
+  const TensorOptions opts = o.value_or(TensorOptions()).resolved(integral ? kInt64 : get_default_dtype());
   check_device("arange", *opts.device);
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
   RTX_CHECK(st != 0, ValueError, "[arange] step must be nonzero");

@@ -1,4 +1,6 @@
-// Indexing front-ends: index_select, gather, scatter, scatter_add, index_add, tril and triu. Index
+// Indexing front-ends: index_select, gather, scatter, scatter_add, index_add, tril and triu, and
+// nonzero and masked_select, which are built on them (a cumulative sum ranks the true elements, a
+// scatter lists their positions; counting them reads one number back from the device). Index
 // tensors are int64 or int32 and are never wrapped: a value outside [0, size) raises IndexError naming
 // the value, the dim and its size. Like PyTorch, a 0-d tensor counts as a 1-element 1-d one where an
 // op needs a dim. Gradients are written with these same ops (gather <-> scatter_add, index_select <->
@@ -107,7 +109,50 @@ Tensor triangle(const char* op, const Tensor& x, int64_t diagonal, bool upper) {
   return out;
 }
 
+// The flat (row-major) positions of the true elements of a bool tensor, in order: int64 [count].
+Tensor true_positions(const Tensor& mask) {
+  const Tensor flat = mask.reshape({-1});
+  const int64_t n = flat.numel();
+  const Tensor ranks = cumsum(flat, 0);  // int64: the true elements up to each one, inclusive
+  const int64_t count = n == 0 ? 0 : ranks.select(0, n - 1).item<int64_t>();
+  // Position i goes to slot (true elements before i). The true element of slot s comes last in
+  // index order among the positions sent there (the false ones between its predecessor and it), and
+  // a scatter's last write wins, so each slot ends up holding its true element; false positions
+  // after the last true one land in a spare slot past the end.
+  const TensorOptions index_options(kInt64, mask.device());
+  const Tensor slots = ranks - flat;
+  return scatter(zeros({count + 1}, index_options), 0, slots, arange(n, index_options)).narrow(0, 0, count);
+}
+
 }  // namespace
+
+Tensor nonzero(const Tensor& x) {
+  check_defined(x, "nonzero");
+  const TensorOptions index_options(kInt64, x.device());
+  if (x.numel() == 0) return zeros({0, x.dim()}, index_options);
+  const Tensor positions = true_positions(x.dtype() == kBool ? x : ne(x, Scalar(0)));
+  if (x.dim() == 0) return zeros({positions.numel(), 0}, index_options);
+  // The coordinate at dim d of flat position p is (p // stride_d) % size_d (contiguous strides).
+  TensorList columns;
+  int64_t stride = x.numel();
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    stride /= x.size(d);
+    Tensor column = stride == 1 ? positions : floor_divide(positions, Scalar(stride));
+    if (d > 0) column = remainder(column, Scalar(x.size(d)));
+    columns.push_back(column);
+  }
+  return stack(columns, 1);
+}
+
+Tensor masked_select(const Tensor& x, const Tensor& mask) {
+  check_defined(x, "masked_select");
+  check_defined(mask, "masked_select", "mask");
+  RTX_CHECK(mask.dtype() == kBool, DTypeError, "[masked_select] mask must be a bool tensor, got dtype {}",
+            mask.dtype());
+  detail::check_same_device("masked_select", x, mask);
+  const Shape shape = broadcast_shapes(x.sizes(), mask.sizes(), "masked_select");
+  return x.expand(shape).reshape({-1}).index_select(0, true_positions(mask.expand(shape)));
+}
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   check_defined(x, "index_select");

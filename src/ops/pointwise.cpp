@@ -38,7 +38,7 @@ using detail::KernelTable;
 enum class Rule { FLOAT, NUMERIC, ARITH, TRUEDIV };
 
 DType compute_dtype(const char* op, DType t, Rule rule) {
-  if (rule == Rule::FLOAT || rule == Rule::TRUEDIV) return is_floating(t) ? t : kDefaultFloat;
+  if (rule == Rule::FLOAT || rule == Rule::TRUEDIV) return is_floating(t) ? t : get_default_dtype();
   RTX_CHECK(t != kBool, DTypeError, "[{}] not supported for bool tensors; convert with .to(rtx::kInt64) first", op);
   return t;
 }
@@ -421,7 +421,7 @@ DType addc_dtype(const char* op, const Tensor& x, const Tensor& t1, const Tensor
   check_defined(t2, op, "tensor2");
   const Tensor* ts[] = {&x, &t1, &t2};
   DType ct = detail::result_type_of(ts, 3, &value, 1);
-  if (divide && !is_floating(ct)) ct = kDefaultFloat;
+  if (divide && !is_floating(ct)) ct = get_default_dtype();
   RTX_CHECK(ct != kBool, DTypeError, "[{}] not supported for bool tensors", op);
   return ct;
 }

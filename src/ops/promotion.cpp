@@ -34,7 +34,7 @@ DType result_type_of(const Tensor* const* tensors, size_t n_tensors, const Scala
   }
   for (size_t i = 0; i < n_scalars; ++i) scalar_tier = promote(scalar_tier, scalars[i].dtype());
   Tier r = combine(dim_tier, combine(zero_tier, scalar_tier));
-  return r.value_or(kDefaultFloat);
+  return r.value_or(get_default_dtype());
 }
 DType promote_with_scalar(DType t, const Scalar& s) { return *combine(t, s.dtype()); }
 }  // namespace detail

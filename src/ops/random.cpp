@@ -1,7 +1,7 @@
 // Random ops: the default generator's seed and state, rand/randn/randint/randperm, the in-place
 // uniform_/normal_, bernoulli and multinomial. Each op validates its arguments, reserves the Philox
-// counters its values use (kernels/common/philox.h documents the mapping) and calls its kernel.
-// Random ops are not differentiable.
+// counters its values use from the thread's current generator (kernels/common/philox.h documents the
+// mapping) and calls its kernel. Random ops are not differentiable.
 #include <cmath>
 #include <limits>
 
@@ -35,7 +35,7 @@ void launch(const detail::KernelTable<Fn>& table, const Tensor& out, int64_t n_v
             const Args&... args) {
   if (n_values == 0) return;
   Fn* kernel = table.get(out.device());
-  const GeneratorState rng = detail::default_generator().reserve(philox::counters_for(n_values, per_counter));
+  const GeneratorState rng = detail::current_generator().reserve(philox::counters_for(n_values, per_counter));
   kernel(out, rng, args...);
 }
 

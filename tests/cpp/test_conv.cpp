@@ -1,5 +1,5 @@
-// Tests of conv2d and the pools against naive float64 loops: stride, padding, dilation, groups
-// (depthwise too), 1x1 kernels, batched and unbatched inputs, non-contiguous inputs, every float dtype,
+// Tests of conv2d, conv_transpose2d and the pools against naive float64 loops: stride, padding, dilation,
+// groups (depthwise too), 1x1 kernels, batched and unbatched inputs, non-contiguous inputs, every float dtype,
 // a convolution large enough for BLAS threading (forward and both gradients against loops); max pooling
 // values, indices and NaN propagation, average pooling with ceil_mode and count_include_pad, adaptive
 // pooling with uneven windows; first and second order gradients of all of them; every error; library
@@ -191,6 +191,157 @@ TEST_P(ConvTest, Conv2dSecondOrderGradients) {
   const Tensor gxx = autograd::grad({(gx * gx).sum()}, {w}, {}, std::nullopt, true)[0];
   EXPECT_EQ(gxx.sizes(), c.w);
   EXPECT_TRUE(gxx.requires_grad());
+}
+
+// ---- transposed convolution ---------------------------------------------------------------------
+
+struct ConvTransposeCase {
+  Shape x, w;  // w [in_channels, out_channels / groups, kH, kW]
+  Pair stride, padding, output_padding, dilation;
+  int64_t groups;
+  bool bias;
+};
+
+const std::vector<ConvTransposeCase> kConvTransposeCases = {
+    {{2, 4, 3, 4}, {4, 3, 3, 2}, {2, 1}, {1, 0}, {1, 0}, {1, 2}, 2, true},
+    {{1, 3, 4, 4}, {3, 2, 3, 3}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, true},
+    {{2, 2, 3, 3}, {2, 1, 4, 4}, {2, 2}, {1, 1}, {1, 0}, {1, 1}, 2, false},  // depthwise upsampling
+    {{1, 4, 3, 2}, {4, 5, 1, 1}, {3, 2}, {0, 0}, {2, 1}, {1, 1}, 1, true},   // 1x1 with strides: scattered pixels
+    {{1, 2, 2, 3}, {2, 2, 3, 3}, {1, 2}, {2, 1}, {0, 1}, {2, 1}, 1, false},  // padding cropping most of the output
+};
+
+Shape transpose_out_shape(const Shape& x, const ConvTransposeCase& c) {
+  auto size = [&](int i) {
+    return (x[2 + i] - 1) * c.stride[i] - 2 * c.padding[i] + c.dilation[i] * (c.w[2 + i] - 1) + c.output_padding[i] + 1;
+  };
+  return {x[0], c.w[1] * c.groups, size(0), size(1)};
+}
+
+// Visits every (output, input, weight) index triple of the transposed convolution: each input pixel
+// scatters its weighted kernel, out[n, g * og + co, ih * s - p + i * d, ...] += x[n, ci, ih, iw] *
+// w[ci, co, i, j] for the group g of ci.
+template <typename F>
+void conv_transpose_loops(const Shape& xs, const ConvTransposeCase& c, const F& f) {
+  const Shape os = transpose_out_shape(xs, c);
+  const int64_t cg = xs[1] / c.groups, og = c.w[1];
+  const Nchw X{xs[0], xs[1], xs[2], xs[3]}, W{c.w[0], c.w[1], c.w[2], c.w[3]}, O{os[0], os[1], os[2], os[3]};
+  for (int64_t n = 0; n < X.n; ++n)
+    for (int64_t ci = 0; ci < X.c; ++ci)
+      for (int64_t ih = 0; ih < X.h; ++ih)
+        for (int64_t iw = 0; iw < X.w; ++iw)
+          for (int64_t co = 0; co < og; ++co)
+            for (int64_t i = 0; i < W.h; ++i)
+              for (int64_t j = 0; j < W.w; ++j) {
+                const int64_t oh = ih * c.stride[0] - c.padding[0] + i * c.dilation[0];
+                const int64_t ow = iw * c.stride[1] - c.padding[1] + j * c.dilation[1];
+                if (oh < 0 || oh >= O.h || ow < 0 || ow >= O.w) continue;
+                f(O.at(n, (ci / cg) * og + co, oh, ow), X.at(n, ci, ih, iw), W.at(ci, co, i, j));
+              }
+}
+
+Tensor ref_conv_transpose(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvTransposeCase& c) {
+  const Shape xs = x.dim() == 3 ? Shape{1, x.size(0), x.size(1), x.size(2)} : x.sizes();
+  const Shape os = transpose_out_shape(xs, c);
+  const auto xv = values(x), wv = values(w);
+  std::vector<double> out(static_cast<size_t>(numel(os)), 0.0);
+  if (bias.defined()) {
+    const auto bv = values(bias);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = bv[(i / static_cast<size_t>(os[2] * os[3])) % os[1]];
+  }
+  conv_transpose_loops(xs, c, [&](int64_t o, int64_t xi, int64_t wi) { out[o] += xv[xi] * wv[wi]; });
+  Tensor r = make(out, os);
+  return x.dim() == 3 ? r.squeeze(0) : r;
+}
+
+Tensor run_conv_transpose(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvTransposeCase& c) {
+  return conv_transpose2d(x, w, bias, {c.stride[0], c.stride[1]}, {c.padding[0], c.padding[1]},
+                          {c.output_padding[0], c.output_padding[1]}, c.groups, {c.dilation[0], c.dilation[1]});
+}
+
+TEST_P(ConvTest, ConvTranspose2dForward) {
+  for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+    uint64_t seed = 40;
+    for (const ConvTransposeCase& c : kConvTransposeCases) {
+      const Tensor x = quarter_tensor(c.x, seed++, dev(), dt), w = quarter_tensor(c.w, seed++, dev(), dt);
+      const Tensor b = c.bias ? quarter_tensor({c.w[1] * c.groups}, seed++, dev(), dt) : Tensor();
+      const Tensor out = run_conv_transpose(x, w, b, c);
+      EXPECT_EQ(out.dtype(), dt);
+      EXPECT_EQ(out.sizes(), transpose_out_shape(c.x, c));
+      const double rtol = dt == kBFloat16 ? 1e-2 : dt == kFloat16 ? 2e-3 : -1;
+      EXPECT_TRUE(all_close(out, ref_conv_transpose(x, w, b, c), rtol, dt == kBFloat16 || dt == kFloat16 ? 5e-2 : -1))
+          << dtype_name(dt) << " x " << ::testing::PrintToString(c.x) << " w " << ::testing::PrintToString(c.w);
+    }
+  }
+  // Unbatched, channels-last input; one value for both dims.
+  const ConvTransposeCase& c = kConvTransposeCases[0];
+  const Tensor x = quarter_tensor({3, 4, 4}, 1, dev()).permute({2, 0, 1}), w = quarter_tensor(c.w, 2, dev());
+  const Tensor b = quarter_tensor({6}, 3, dev());
+  const Tensor out = run_conv_transpose(x, w, b, c);
+  EXPECT_EQ(out.dim(), 3);
+  EXPECT_TRUE(all_close(out, ref_conv_transpose(x, w, b, c)));
+  const ConvTransposeCase same{{1, 4, 3, 4}, c.w, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 2, false};
+  const Tensor x4 = quarter_tensor(same.x, 4, dev());
+  EXPECT_TRUE(all_close(conv_transpose2d(x4, w, {}, {2}, {1}, {1}, 2), ref_conv_transpose(x4, w, {}, same)));
+  // No images: an empty output of the right shape.
+  EXPECT_EQ(run_conv_transpose(quarter_tensor({0, 4, 3, 4}, 5, dev()), w, b, c).sizes(), (Shape{0, 6, 6, 6}));
+}
+
+TEST_P(ConvTest, ConvTranspose2dGradients) {
+  uint64_t seed = 60;
+  for (const ConvTransposeCase& c : kConvTransposeCases) {
+    TensorList in{leaf(c.x, dev(), seed++), leaf(c.w, dev(), seed++)};
+    if (c.bias) in.push_back(leaf({c.w[1] * c.groups}, dev(), seed++));
+    const Fn f = [&](const TensorList& t) { return TensorList{run_conv_transpose(t[0], t[1], c.bias ? t[2] : Tensor(), c)}; };
+    EXPECT_TRUE(gradcheck(f, in)) << "w " << ::testing::PrintToString(c.w);
+    EXPECT_TRUE(gradgradcheck(f, in)) << "w " << ::testing::PrintToString(c.w);
+  }
+  // Both gradients against the loops, on an input large enough for the threaded kernels.
+  const ConvTransposeCase c{{4, 8, 8, 8}, {8, 4, 3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 2, true};
+  const Tensor x = quarter_tensor(c.x, 1, dev()).requires_grad_(), w = quarter_tensor(c.w, 2, dev()).requires_grad_();
+  const Tensor b = quarter_tensor({8}, 3, dev()).requires_grad_();
+  const Tensor out = run_conv_transpose(x, w, b, c);
+  EXPECT_TRUE(all_close(out, ref_conv_transpose(x, w, b, c)));
+  const Tensor g = quarter_tensor(out.sizes(), 4, dev());
+  out.backward(g);
+  const auto gv = values(g), xv = values(x), wv = values(w);
+  std::vector<double> gx(xv.size(), 0.0), gw(wv.size(), 0.0), gb(8, 0.0);
+  conv_transpose_loops(c.x, c, [&](int64_t o, int64_t xi, int64_t wi) {
+    gx[xi] += gv[o] * wv[wi];
+    gw[wi] += gv[o] * xv[xi];
+  });
+  const int64_t plane = out.size(2) * out.size(3);
+  for (size_t i = 0; i < gv.size(); ++i) gb[(static_cast<int64_t>(i) / plane) % 8] += gv[i];
+  EXPECT_TRUE(all_close(x.grad(), make(gx, c.x)));
+  EXPECT_TRUE(all_close(w.grad(), make(gw, c.w)));
+  EXPECT_TRUE(all_close(b.grad(), make(gb, {8})));
+}
+
+TEST_P(ConvTest, ConvTranspose2dErrors) {
+  const Tensor x = quarter_tensor({1, 4, 3, 3}, 1, dev()), w = quarter_tensor({4, 3, 3, 3}, 2, dev());
+  const auto convt = [&](const Tensor& a, const Tensor& b, const Tensor& bias = {}, const Shape& s = {2, 2},
+                         const Shape& p = {0, 0}, const Shape& op = {0, 0}, int64_t g = 2, const Shape& d = {1, 1}) {
+    return conv_transpose2d(a, b, bias, s, p, op, g, d);
+  };
+  EXPECT_TRUE(throws<ShapeError>([&] { convt(quarter_tensor({4, 3}, 3, dev()), w); },
+                                 "[conv_transpose2d] expected a 3-d (C, H, W) or 4-d (N, C, H, W) input, got shape [4, 3]"));
+  EXPECT_TRUE(throws<ShapeError>([&] { convt(x, quarter_tensor({4, 3, 3}, 3, dev())); },
+                                 "[conv_transpose2d] expected a 4-d weight (in_channels, out_channels / groups, kH, kW), got shape [4, 3, 3]"));
+  EXPECT_TRUE(throws<DTypeError>([&] { convt(x, w.to(kFloat32)); },
+                                 "[conv_transpose2d] input (float64) and weight (float32) must have the same dtype"));
+  EXPECT_TRUE(throws<ShapeError>([&] { convt(x, quarter_tensor({3, 3, 3, 3}, 3, dev())); },
+                                 "[conv_transpose2d] weight of shape [3, 3, 3, 3] expects 3 input channels, but the input of shape [1, 4, 3, 3] has 4"));
+  EXPECT_TRUE(throws<ShapeError>([&] { convt(x, w, {}, {2, 2}, {0, 0}, {0, 0}, 3); },
+                                 "[conv_transpose2d] input channels 4 (input shape [1, 4, 3, 3]) are not divisible by groups 3"));
+  EXPECT_TRUE(throws<ShapeError>([&] { convt(x, w, quarter_tensor({3}, 3, dev())); },
+                                 "[conv_transpose2d] expected a bias of shape [6] (out_channels), got [3]"));
+  EXPECT_TRUE(throws<ValueError>([&] { convt(x, w, {}, {2, 0}); }, "[conv_transpose2d] stride must be positive, got [2, 0]"));
+  EXPECT_TRUE(throws<ValueError>([&] { convt(x, w, {}, {2, 2}, {0, 0}, {2, 0}); },
+                                 "[conv_transpose2d] output_padding [2, 0] must be nonnegative and smaller than stride [2, 2]"));
+  EXPECT_TRUE(throws<ValueError>([&] { convt(x, w, {}, {2, 2}, {0, 0}, {0, 0, 0}); },
+                                 "[conv_transpose2d] output_padding must have 1 or 2 values, got [0, 0, 0]"));
+  EXPECT_TRUE(throws<ShapeError>([&] { convt(quarter_tensor({1, 4, 1, 1}, 3, dev()), w, {}, {1, 1}, {2, 2}); },
+                                 "[conv_transpose2d] the output size [-1, -1] is too small: input shape [1, 4, 1, 1], weight shape [4, 3, 3, 3]"));
+  EXPECT_TRUE(throws<ValueError>([&] { convt(x, Tensor()); }, "[conv_transpose2d] weight is an undefined tensor"));
 }
 
 // ---- pooling references -------------------------------------------------------------------------

@@ -486,6 +486,55 @@ TEST_P(IndexTest, IndexAddAndTriangleGradients) {
   }
 }
 
+TEST_P(IndexTest, NonzeroListsCoordinatesInRowMajorOrder) {
+  for (const Shape& shape : {Shape{9}, Shape{3, 4}, Shape{2, 3, 5}}) {
+    const std::vector<double> v = quarters(numel(shape), 41);  // zeros among them
+    const Tensor x = make(v, shape, dev());
+    std::vector<double> expected;
+    for (int64_t i = 0; i < numel(shape); ++i) {
+      if (v[static_cast<size_t>(i)] == 0) continue;
+      for (int64_t c : unravel(i, shape)) expected.push_back(static_cast<double>(c));
+    }
+    const Tensor nz = nonzero(x);
+    EXPECT_EQ(nz.dtype(), kInt64);
+    EXPECT_EQ(nz.sizes(), Shape({static_cast<int64_t>(expected.size()) / x.dim(), x.dim()}));
+    EXPECT_EQ(values(nz), expected);
+    EXPECT_EQ(values(nonzero(x != 0)), expected);
+    EXPECT_EQ(values(nonzero((x * 4).to(kInt32))), expected);
+    // Strided input: coordinates of the view, not of its storage.
+    const Tensor t = x.dim() == 2 ? x.t() : x;
+    std::vector<double> expected_t;
+    const std::vector<double> tv = values(t);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (tv[static_cast<size_t>(i)] != 0)
+        for (int64_t c : unravel(i, t.sizes())) expected_t.push_back(static_cast<double>(c));
+    EXPECT_EQ(values(nonzero(t)), expected_t);
+  }
+  EXPECT_EQ(nonzero(make({1.5}, {}, dev())).sizes(), Shape({1, 0}));
+  EXPECT_EQ(nonzero(make({0}, {}, dev())).sizes(), Shape({0, 0}));
+  EXPECT_EQ(nonzero(zeros({2, 0, 3}, TensorOptions(kFloat32, dev()))).sizes(), Shape({0, 3}));
+  EXPECT_EQ(nonzero(zeros({4, 2}, TensorOptions(kBool, dev()))).sizes(), Shape({0, 2}));
+  EXPECT_EQ(values(nonzero(make({0, NAN, 2}, {3}, dev()))), (std::vector<double>{1, 2}));
+  EXPECT_TRUE(throws<ValueError>([] { nonzero(Tensor()); }, "[nonzero]"));
+}
+
+TEST_P(IndexTest, MaskedSelectBroadcastsAndIsDifferentiable) {
+  const Tensor x = make({1, 2, 3, 4, 5, 6}, {2, 3}, dev());
+  const Tensor row = make({1, 0, 1}, {3}, dev()).to(kBool);
+  EXPECT_EQ(values(masked_select(x, row)), (std::vector<double>{1, 3, 4, 6}));
+  EXPECT_EQ(values(masked_select(x, x > 2.5)), (std::vector<double>{3, 4, 5, 6}));
+  EXPECT_EQ(masked_select(x, zeros({2, 3}, TensorOptions(kBool, dev()))).sizes(), Shape({0}));
+  // A mask wider than the input broadcasts it.
+  const Tensor column = make({1, 0}, {2, 1}, dev()).to(kBool);
+  EXPECT_EQ(values(masked_select(make({7, 8, 9}, {3}, dev()), column)), (std::vector<double>{7, 8, 9}));
+  Tensor leaf_x = quarter_tensor({2, 3}, 43, dev(), kFloat64).requires_grad_();
+  const Fn f = [&](const TensorList& in) { return TensorList{masked_select(in[0], row)}; };
+  EXPECT_TRUE(gradcheck(f, {leaf_x}));
+  EXPECT_TRUE(gradgradcheck(squared(f), {leaf_x}));
+  EXPECT_TRUE(throws<DTypeError>([&] { masked_select(x, x); }, "[masked_select] mask must be a bool tensor"));
+  EXPECT_TRUE(throws<ShapeError>([&] { masked_select(x, make({1, 0}, {2}, dev()).to(kBool)); }, "masked_select"));
+}
+
 INSTANTIATE_DEVICE_TESTS(IndexTest);
 
 

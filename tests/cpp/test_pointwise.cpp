@@ -207,6 +207,7 @@ double maximum(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN
 double minimum(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : a < b ? a : b; }
 double fmod(double a, double b) { return std::fmod(a, b); }
 double remainder(double a, double b) { return a - std::floor(a / b) * b; }
+double floor_divide(double a, double b) { return std::floor(a / b); }
 double atan2(double a, double b) { return std::atan2(a, b); }
 
 bool eq(double a, double b) { return a == b; }
@@ -302,7 +303,7 @@ const std::vector<PredicateOp> kPredicate = {
 };
 
 Domain binary_domain_b(const std::string& name) {
-  if (name == "div" || name == "fmod" || name == "remainder") return Domain::NonZero;
+  if (name == "div" || name == "fmod" || name == "remainder" || name == "floor_divide") return Domain::NonZero;
   if (name == "pow") return Domain::Exponent;
   return Domain::Any;
 }

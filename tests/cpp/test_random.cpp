@@ -373,6 +373,69 @@ TEST_P(RandomTest, GeneratorState) {
   EXPECT_EQ(get_rng_state().offset, 0u);
 }
 
+TEST_P(RandomTest, GeneratorHandlesAndGuards) {
+  const TensorOptions f32(kFloat32, dev());
+  manual_seed(99);
+  const auto first = values(rand({7}, f32));
+  const auto second = values(rand({7}, f32));
+  // A generator seeded like the default one draws the same values, and leaves the default alone.
+  manual_seed(99);
+  Generator g;
+  EXPECT_EQ(g.manual_seed(99).initial_seed(), 99u);
+  {
+    GeneratorGuard guard(g);
+    EXPECT_EQ(values(rand({7}, f32)), first);
+  }
+  EXPECT_EQ(g.get_state().offset, 2u);
+  EXPECT_EQ(get_rng_state().offset, 0u);
+  EXPECT_EQ(values(rand({7}, f32)), first);
+  {
+    GeneratorGuard guard(g);
+    EXPECT_EQ(values(rand({7}, f32)), second);
+    // Guards nest, and the innermost one is current.
+    Generator other;
+    other.manual_seed(99);
+    {
+      GeneratorGuard inner(other);
+      EXPECT_EQ(values(rand({7}, f32)), first);
+    }
+    EXPECT_EQ(g.get_state().offset, 4u);
+  }
+  // Copies share a state; default_generator() is the one manual_seed sets.
+  Generator copy = g;
+  EXPECT_TRUE(copy.is_same(g));
+  copy.manual_seed(5);
+  EXPECT_EQ(g.initial_seed(), 5u);
+  EXPECT_FALSE(Generator().is_same(g));
+  manual_seed(1234);
+  EXPECT_EQ(default_generator().initial_seed(), 1234u);
+  EXPECT_TRUE(default_generator().is_same(default_generator()));
+  default_generator().set_state({77, 3});
+  EXPECT_EQ(get_rng_state().seed, 77u);
+  EXPECT_EQ(get_rng_state().offset, 3u);
+  const uint64_t seed = g.seed();
+  EXPECT_EQ(g.initial_seed(), seed);
+  EXPECT_EQ(g.get_state().offset, 0u);
+  EXPECT_EQ(Generator(Device(kCUDA, 1)).device(), Device(kCUDA, 1));
+  // Every random op draws from the current generator.
+  Generator h;
+  h.manual_seed(8);
+  GeneratorGuard guard(h);
+  const GeneratorState before = get_rng_state();
+  Tensor x = empty({4}, f32);
+  rand({3}, f32);
+  randn({3}, f32);
+  randint(0, 5, {3}, TensorOptions(kInt64, dev()));
+  randperm(4, TensorOptions(kInt64, dev()));
+  uniform_(x);
+  normal_(x);
+  bernoulli(full({3}, 0.5, f32));
+  bernoulli(x, 0.5);
+  multinomial(full({3}, 1.0, f32), 2);
+  EXPECT_EQ(get_rng_state().offset, before.offset);
+  EXPECT_GT(h.get_state().offset, 0u);
+}
+
 TEST_P(RandomTest, LayoutIndependence) {
   // uniform_/normal_ into a transposed or sliced view give the values of the logical index.
   for (DType dtype : {kFloat32, kFloat64, kFloat16}) {

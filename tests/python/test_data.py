@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import rustytorch as rt
-from rustytorch.utils.data import DataLoader, Dataset, Generator, TensorDataset, default_collate
+from rustytorch.utils.data import DataLoader, Dataset, TensorDataset, default_collate
 
 
 def test_tensor_dataset_and_in_order_batches():
@@ -21,8 +21,10 @@ def test_tensor_dataset_and_in_order_batches():
 
 def test_shuffle_is_a_seeded_permutation():
     ds = TensorDataset(rt.arange(20))
-    a = [b[0].tolist() for b in DataLoader(ds, batch_size=6, shuffle=True, generator=Generator(5))]
-    b = [b[0].tolist() for b in DataLoader(ds, batch_size=6, shuffle=True, generator=Generator(5))]
+    a = [b[0].tolist() for b in DataLoader(ds, batch_size=6, shuffle=True,
+                                             generator=rt.Generator().manual_seed(5))]
+    b = [b[0].tolist() for b in DataLoader(ds, batch_size=6, shuffle=True,
+                                             generator=rt.Generator().manual_seed(5))]
     assert a == b and sorted(sum(a, [])) == list(range(20)) and sum(a, []) != list(range(20))
     rt.manual_seed(1)
     c = [b[0].tolist() for b in DataLoader(ds, batch_size=20, shuffle=True)]
@@ -41,6 +43,6 @@ class Pairs(Dataset):
 
 def test_collate_of_dicts_numbers_and_arrays():
     batch = next(iter(DataLoader(Pairs(), batch_size=3)))
-    assert batch["x"].shape == (3, 2) and batch["label"].dtype == rt.int64 and batch["w"].dtype == rt.float32
+    assert batch["x"].shape == (3, 2) and batch["label"].dtype == rt.int64 and batch["w"].dtype == rt.float64
     assert batch["pair"][0].shape == (3, 2) and batch["pair"][1].dtype == rt.bool
     assert default_collate([(1, 2.0), (3, 4.0)])[0].tolist() == [1, 3]

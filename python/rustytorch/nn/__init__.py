@@ -2,8 +2,13 @@
 from . import functional, init, utils  # noqa: F401
 from .module import Module  # noqa: F401
 from .modules import (  # noqa: F401
-    AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, CrossEntropyLoss, Dropout, Embedding, Flatten,
-    GELU, Identity, LayerNorm, Linear, MaxPool2d, ModuleDict, ModuleList, MSELoss, ReLU, Sequential, Sigmoid, SiLU,
-    Softmax, Tanh,
+    AdaptiveAvgPool2d, AlphaDropout, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss, BCEWithLogitsLoss, Conv1d, Conv2d,
+    ConvTranspose1d, ConvTranspose2d, CrossEntropyLoss, Dropout, Dropout1d, Dropout2d, Dropout3d, ELU, Embedding,
+    FeatureAlphaDropout, Flatten, GELU, GroupNorm, Hardtanh, HuberLoss, Identity, KLDivLoss, L1Loss, LayerNorm,
+    LeakyReLU, Linear, LogSoftmax, MaxPool2d, Mish, ModuleDict, ModuleList, MSELoss, NLLLoss, ReLU, ReLU6, RMSNorm,
+    Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Softplus, Tanh, Upsample, UpsamplingBilinear2d,
+    UpsamplingNearest2d,
 )
 from .parameter import Parameter  # noqa: F401
+from .rnn import GRU, GRUCell, LSTM, LSTMCell  # noqa: F401
+from .transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer  # noqa: F401

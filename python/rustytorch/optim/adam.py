@@ -12,20 +12,20 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False,
                  maximize=False):
         if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1) or weight_decay < 0:
-            raise ValueError(f"{type(self).__name__}: invalid lr={lr}, betas={betas}, eps={eps} or "
+            raise _C.ValueError(f"{type(self).__name__}: invalid lr={lr}, betas={betas}, eps={eps} or "
                              f"weight_decay={weight_decay}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize))
 
     @no_grad()
     def step(self, closure=None):
-        loss = closure() if closure is not None else None
+        loss = self._run_closure(closure)
         for g in self.param_groups:
             for p in g["params"]:
                 grad = p.grad
                 if grad is None:
                     continue
-                state = self.state.setdefault(id(p), {})
+                state = self.state[p]
                 step = state.get("step", 0) + 1
                 exp_avg, exp_avg_sq, max_exp_avg_sq = _C._adam_update(
                     p, grad, state.get("exp_avg"), state.get("exp_avg_sq"), state.get("max_exp_avg_sq"), step,
