@@ -191,13 +191,14 @@ struct Softplus {
     return bx > static_cast<T>(threshold) ? x : std::log1p(std::exp(bx)) / static_cast<T>(beta);
   }
 };
-// Bounds are given as doubles; a NaN bound means "none". NaN inputs stay NaN.
+// x clamped to [lo, hi], each bound applied only when given (has_lo, has_hi). NaN inputs stay NaN.
 struct Clamp {
   double lo, hi;
+  bool has_lo, has_hi;
   template <typename T> RTX_INLINE T operator()(T x) const {
     if (is_nan(x)) return x;
-    if (lo == lo && static_cast<double>(x) < lo) x = static_cast<T>(lo);
-    if (hi == hi && static_cast<double>(x) > hi) x = static_cast<T>(hi);
+    if (has_lo && static_cast<double>(x) < lo) x = static_cast<T>(lo);
+    if (has_hi && static_cast<double>(x) > hi) x = static_cast<T>(hi);
     return x;
   }
 };

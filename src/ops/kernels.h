@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/dispatch.h"
+#include "kernels/common/pointwise_functors.h"
 #include "rtx/scalar.h"
 #include "rtx/tensor.h"
 
@@ -11,10 +12,15 @@ namespace rtx::kernels {
 
 using UnaryFn = void(const Tensor& out, const Tensor& x);
 using BinaryFn = void(const Tensor& out, const Tensor& a, const Tensor& b);
-// Unary ops with up to two numeric parameters (gelu's approximation flag, slopes, bounds).
-using UnaryParamFn = void(const Tensor& out, const Tensor& x, double p0, double p1);
-using BinaryParamFn = void(const Tensor& out, const Tensor& a, const Tensor& b, double p);
-using TernaryFn = void(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, double p);
+// The kernels of the table's functor ops take the functor, whose fields are the op's parameters.
+template <typename F>
+using UnaryFunctorFn = void(const Tensor& out, const Tensor& x, const F& f);
+template <typename F>
+using BinaryFunctorFn = void(const Tensor& out, const Tensor& a, const Tensor& b, const F& f);
+template <typename F>
+using TernaryFunctorFn = void(const Tensor& out, const Tensor& x, const Tensor& a, const Tensor& b, const F& f);
+template <typename F>
+using WhereFunctorFn = void(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b, const F& f);
 // dst = src elementwise, converting dtype (any pair of dtypes), both on one device.
 using CopyFn = void(const Tensor& dst, const Tensor& src);
 // dst = src between two devices (contiguous, one dtype); registered by the GPU backend, which handles
@@ -27,18 +33,12 @@ using FillFn = void(const Tensor& t, const Scalar& value);
 #define RTX_COMPARE(name, F) RTX_DECLARE_KERNEL(name##_kernel, BinaryFn);
 #define RTX_LOGICAL(name, F) RTX_DECLARE_KERNEL(name##_kernel, BinaryFn);
 #define RTX_PREDICATE(name, F) RTX_DECLARE_KERNEL(name##_kernel, UnaryFn);
+#define RTX_UNARY_FUNCTOR(name, F, t) RTX_DECLARE_KERNEL(name##_kernel, UnaryFunctorFn<fn::F>);
+#define RTX_BINARY_FUNCTOR(name, F, t) RTX_DECLARE_KERNEL(name##_kernel, BinaryFunctorFn<fn::F>);
+#define RTX_TERNARY_FUNCTOR(name, F, t) RTX_DECLARE_KERNEL(name##_kernel, TernaryFunctorFn<fn::F>);
+#define RTX_WHERE_FUNCTOR(name, F, t) RTX_DECLARE_KERNEL(name##_kernel, WhereFunctorFn<fn::F>);
 #include "rtx/pointwise.def"
 
-RTX_DECLARE_KERNEL(gelu_kernel, UnaryParamFn);        // p0: 0 exact, 1 tanh
-RTX_DECLARE_KERNEL(leaky_relu_kernel, UnaryParamFn);  // p0: slope
-RTX_DECLARE_KERNEL(elu_kernel, UnaryParamFn);         // p0: alpha
-RTX_DECLARE_KERNEL(softplus_kernel, UnaryParamFn);    // p0: beta, p1: threshold
-RTX_DECLARE_KERNEL(clamp_kernel, UnaryParamFn);       // p0: min, p1: max (NaN: none)
-RTX_DECLARE_KERNEL(lerp_kernel, BinaryParamFn);       // p: weight
-RTX_DECLARE_KERNEL(gelu_backward_kernel, BinaryParamFn);  // out = g * gelu'(x) from (g, x); p as gelu's p0
-RTX_DECLARE_KERNEL(where_kernel, TernaryFn);          // a: bool condition
-RTX_DECLARE_KERNEL(addcmul_kernel, TernaryFn);        // p: value
-RTX_DECLARE_KERNEL(addcdiv_kernel, TernaryFn);        // p: value
 RTX_DECLARE_KERNEL(copy_kernel, CopyFn);
 RTX_DECLARE_KERNEL(transfer_kernel, TransferFn);
 RTX_DECLARE_KERNEL(fill_kernel, FillFn);

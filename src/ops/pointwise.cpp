@@ -1,8 +1,7 @@
 // Pointwise front-ends. The ops of rtx/pointwise.def are generated from their table line (dtype
-// rule, saved tensors, gradient formula); the ops with parameters and the ternary ops are written
-// out below, on the same helpers.
+// rule, saved tensors, gradient formula); the table's functor ops (parameters, ternary ops) are
+// written out below, on the same helpers, and hand their kernels a functor holding the parameters.
 #include <cmath>
-#include <limits>
 
 #include "autograd/function.h"
 #include "ops/internal.h"
@@ -17,17 +16,11 @@ namespace kernels {
 #define RTX_COMPARE(name, F) RTX_DEFINE_KERNEL(name##_kernel, BinaryFn);
 #define RTX_LOGICAL(name, F) RTX_DEFINE_KERNEL(name##_kernel, BinaryFn);
 #define RTX_PREDICATE(name, F) RTX_DEFINE_KERNEL(name##_kernel, UnaryFn);
+#define RTX_UNARY_FUNCTOR(name, F, t) RTX_DEFINE_KERNEL(name##_kernel, UnaryFunctorFn<fn::F>);
+#define RTX_BINARY_FUNCTOR(name, F, t) RTX_DEFINE_KERNEL(name##_kernel, BinaryFunctorFn<fn::F>);
+#define RTX_TERNARY_FUNCTOR(name, F, t) RTX_DEFINE_KERNEL(name##_kernel, TernaryFunctorFn<fn::F>);
+#define RTX_WHERE_FUNCTOR(name, F, t) RTX_DEFINE_KERNEL(name##_kernel, WhereFunctorFn<fn::F>);
 #include "rtx/pointwise.def"
-RTX_DEFINE_KERNEL(gelu_kernel, UnaryParamFn);
-RTX_DEFINE_KERNEL(leaky_relu_kernel, UnaryParamFn);
-RTX_DEFINE_KERNEL(elu_kernel, UnaryParamFn);
-RTX_DEFINE_KERNEL(softplus_kernel, UnaryParamFn);
-RTX_DEFINE_KERNEL(clamp_kernel, UnaryParamFn);
-RTX_DEFINE_KERNEL(lerp_kernel, BinaryParamFn);
-RTX_DEFINE_KERNEL(gelu_backward_kernel, BinaryParamFn);
-RTX_DEFINE_KERNEL(where_kernel, TernaryFn);
-RTX_DEFINE_KERNEL(addcmul_kernel, TernaryFn);
-RTX_DEFINE_KERNEL(addcdiv_kernel, TernaryFn);
 }  // namespace kernels
 
 namespace {
@@ -240,12 +233,12 @@ Tensor zero_grad(const Tensor& g) { return zeros_like(g); }
 // ---- ops with parameters ----------------------------------------------------------------------
 
 namespace {
-// A FLOAT-rule unary op with parameters; backward(g, x, out) gives the input's gradient.
-template <typename Backward>
-Tensor unary_param(const char* op, const KernelTable<kernels::UnaryParamFn>& k, const Tensor& x, double p0, double p1,
-                   DType ct, Backward backward) {
+// A unary functor op computing in ct; backward(g, x, out) gives the input's gradient.
+template <typename F, typename Backward>
+Tensor unary_functor(const char* op, const KernelTable<kernels::UnaryFunctorFn<F>>& k, const Tensor& x, const F& f,
+                     DType ct, Backward backward) {
   Tensor out = detail::make_tensor(x.sizes(), ct, x.device());
-  if (out.numel() > 0) k.get(x.device())(out, detail::cast(x, ct), p0, p1);
+  if (out.numel() > 0) k.get(x.device())(out, detail::cast(x, ct), f);
   if (auto node = autograd::make_node(op, x)) {
     node->save(x);
     node->save_output(out);
@@ -255,8 +248,8 @@ Tensor unary_param(const char* op, const KernelTable<kernels::UnaryParamFn>& k, 
   return out;
 }
 
-double nan_if_none(const std::optional<Scalar>& s) {
-  return s ? s->to_double() : std::numeric_limits<double>::quiet_NaN();
+fn::Clamp clamp_functor(const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+  return {min ? min->to_double() : 0.0, max ? max->to_double() : 0.0, min.has_value(), max.has_value()};
 }
 
 // The dtype clamp computes in: a float bound on an integer tensor promotes, like PyTorch.
@@ -275,27 +268,31 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   RTX_CHECK(approximate == "none" || approximate == "tanh", ValueError,
             "[gelu] approximate must be 'none' or 'tanh', got '{}'", approximate);
   const bool tanh_approx = approximate == "tanh";
-  return unary_param("gelu", kernels::gelu_kernel, x, tanh_approx ? 1.0 : 0.0, 0.0,
-                     compute_dtype("gelu", x.dtype(), Rule::FLOAT), [tanh_approx](const Tensor& g, const Tensor& x, const Tensor&) {
-                       // One fused pass, unless the gradient is itself recorded (create_graph).
-                       if (!detail::needs_differentiable_backward({g, x})) {
-                         Broadcast bc = broadcast_pair("gelu_backward", g, x, x.dtype());
-                         Tensor grad = detail::make_tensor(bc.shape, x.dtype(), bc.device);
-                         if (grad.numel() > 0)
-                           kernels::gelu_backward_kernel.get(bc.device)(grad, bc.a, bc.b, tanh_approx ? 1.0 : 0.0);
-                         return grad;
-                       }
-                       if (!tanh_approx) return g * ((erf(x * 0.70710678118654752440) + 1) * 0.5 + x * exp(x * x * -0.5) * 0.3989422804014327);
-                       const double k = 0.79788456080286535588;
-                       Tensor t = tanh((x + x * x * x * 0.044715) * k);
-                       return g * ((t + 1) * 0.5 + x * (1 - t * t) * (x * x * (3 * 0.044715) + 1) * (0.5 * k));
-                     });
+  const DType ct = compute_dtype("gelu", x.dtype(), Rule::FLOAT);
+  auto backward = [tanh_approx](const Tensor& g, const Tensor& x, const Tensor&) {
+    // One fused pass, unless the gradient is itself recorded (create_graph).
+    if (!detail::needs_differentiable_backward({g, x})) {
+      Broadcast bc = broadcast_pair("gelu_backward", g, x, x.dtype());
+      Tensor grad = detail::make_tensor(bc.shape, x.dtype(), bc.device);
+      if (grad.numel() > 0) {
+        if (tanh_approx) kernels::gelu_tanh_backward_kernel.get(bc.device)(grad, bc.a, bc.b, fn::GeluTanhBackward{});
+        else kernels::gelu_backward_kernel.get(bc.device)(grad, bc.a, bc.b, fn::GeluBackward{});
+      }
+      return grad;
+    }
+    if (!tanh_approx) return g * ((erf(x * 0.70710678118654752440) + 1) * 0.5 + x * exp(x * x * -0.5) * 0.3989422804014327);
+    const double k = 0.79788456080286535588;
+    Tensor t = tanh((x + x * x * x * 0.044715) * k);
+    return g * ((t + 1) * 0.5 + x * (1 - t * t) * (x * x * (3 * 0.044715) + 1) * (0.5 * k));
+  };
+  if (tanh_approx) return unary_functor("gelu", kernels::gelu_tanh_kernel, x, fn::GeluTanh{}, ct, backward);
+  return unary_functor("gelu", kernels::gelu_kernel, x, fn::Gelu{}, ct, backward);
 }
 
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
   check_defined(x, "leaky_relu");
-  return unary_param("leaky_relu", kernels::leaky_relu_kernel, x, negative_slope, 0.0,
-                     compute_dtype("leaky_relu", x.dtype(), Rule::FLOAT),
+  return unary_functor("leaky_relu", kernels::leaky_relu_kernel, x, fn::LeakyRelu{negative_slope},
+                       compute_dtype("leaky_relu", x.dtype(), Rule::FLOAT),
                      [negative_slope](const Tensor& g, const Tensor& x, const Tensor&) {
                        return where(x > 0, g, g * negative_slope);
                      });
@@ -303,7 +300,7 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
 
 Tensor elu(const Tensor& x, double alpha) {
   check_defined(x, "elu");
-  return unary_param("elu", kernels::elu_kernel, x, alpha, 0.0, compute_dtype("elu", x.dtype(), Rule::FLOAT),
+  return unary_functor("elu", kernels::elu_kernel, x, fn::Elu{alpha}, compute_dtype("elu", x.dtype(), Rule::FLOAT),
                      [alpha](const Tensor& g, const Tensor& x, const Tensor& out) {
                        return where(x > 0, g, g * (out + alpha));
                      });
@@ -312,8 +309,8 @@ Tensor elu(const Tensor& x, double alpha) {
 Tensor softplus(const Tensor& x, double beta, double threshold) {
   check_defined(x, "softplus");
   RTX_CHECK(beta != 0.0, ValueError, "[softplus] beta must be nonzero");
-  return unary_param("softplus", kernels::softplus_kernel, x, beta, threshold,
-                     compute_dtype("softplus", x.dtype(), Rule::FLOAT),
+  return unary_functor("softplus", kernels::softplus_kernel, x, fn::Softplus{beta, threshold},
+                       compute_dtype("softplus", x.dtype(), Rule::FLOAT),
                      [beta, threshold](const Tensor& g, const Tensor& x, const Tensor&) {
                        Tensor bx = x * beta;
                        return where(bx > threshold, g, g * sigmoid(bx));
@@ -323,11 +320,11 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   check_defined(x, "clamp");
   const DType ct = clamp_dtype("clamp", x, min, max);
-  const double lo = nan_if_none(min), hi = nan_if_none(max);
-  return unary_param("clamp", kernels::clamp_kernel, x, lo, hi, ct, [lo, hi](const Tensor& g, const Tensor& x, const Tensor&) {
+  const fn::Clamp f = clamp_functor(min, max);
+  return unary_functor("clamp", kernels::clamp_kernel, x, f, ct, [f](const Tensor& g, const Tensor& x, const Tensor&) {
     Tensor keep = ones_like(x, TensorOptions(kBool, x.device()));
-    if (lo == lo) keep = logical_and(keep, x >= lo);
-    if (hi == hi) keep = logical_and(keep, x <= hi);
+    if (f.has_lo) keep = logical_and(keep, x >= f.lo);
+    if (f.has_hi) keep = logical_and(keep, x <= f.hi);
     return where(keep, g, zeros_like(g));
   });
 }
@@ -335,9 +332,8 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
 Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   check_defined(x, "clamp_");
   const DType ct = clamp_dtype("clamp_", x, min, max);
-  const double lo = nan_if_none(min), hi = nan_if_none(max);
   return inplace("clamp_", x, {}, ct, [&] { return clamp(x.clone(), min, max); },
-                 [&] { kernels::clamp_kernel.get(x.device())(x, x, lo, hi); });
+                 [&] { kernels::clamp_kernel.get(x.device())(x, x, clamp_functor(min, max)); });
 }
 
 Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
@@ -372,7 +368,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor out = detail::make_tensor(shape, ct, device);
   if (out.numel() > 0)
     kernels::where_kernel.get(device)(out, detail::expand_to(cond, shape), detail::expand_to(detail::cast(a, ct), shape),
-                                          detail::expand_to(detail::cast(b, ct), shape), 0.0);
+                                          detail::expand_to(detail::cast(b, ct), shape), fn::Where{});
   if (auto node = autograd::make_node("where", cond, a, b)) {
     node->save(cond);
     node->set_backward([](const TensorList& g, const TensorList& s) {
@@ -426,7 +422,8 @@ DType addc_dtype(const char* op, const Tensor& x, const Tensor& t1, const Tensor
   return ct;
 }
 
-Tensor addc(const char* op, const KernelTable<kernels::TernaryFn>& k, const Tensor& x, const Tensor& t1,
+template <typename F>
+Tensor addc(const char* op, const KernelTable<kernels::TernaryFunctorFn<F>>& k, const Tensor& x, const Tensor& t1,
             const Tensor& t2, const Scalar& value, bool divide) {
   const DType ct = addc_dtype(op, x, t1, t2, value, divide);
   const Device device = detail::common_device(op, {&x, &t1, &t2});
@@ -434,7 +431,7 @@ Tensor addc(const char* op, const KernelTable<kernels::TernaryFn>& k, const Tens
   Tensor out = detail::make_tensor(shape, ct, device);
   if (out.numel() > 0)
     k.get(device)(out, detail::expand_to(detail::cast(x, ct), shape), detail::expand_to(detail::cast(t1, ct), shape),
-                      detail::expand_to(detail::cast(t2, ct), shape), value.to_double());
+                      detail::expand_to(detail::cast(t2, ct), shape), F{value.to_double()});
   if (auto node = autograd::make_node(op, x, t1, t2)) {
     node->save(t1);
     node->save(t2);
@@ -478,7 +475,7 @@ Tensor lerp(const Tensor& x, const Tensor& end, const Scalar& weight) {
   Broadcast bc = broadcast_pair("lerp", x, end, ct);
   Tensor out = detail::make_tensor(bc.shape, ct, bc.device);
   const double w = weight.to_double();
-  if (out.numel() > 0) kernels::lerp_kernel.get(bc.device)(out, bc.a, bc.b, w);
+  if (out.numel() > 0) kernels::lerp_kernel.get(bc.device)(out, bc.a, bc.b, fn::Lerp{w});
   if (auto node = autograd::make_node("lerp", x, end)) {
     node->set_backward([w](const TensorList& g, const TensorList&) { return TensorList{g[0] * (1 - w), g[0] * w}; });
     autograd::set_history(out, node);
