@@ -25,6 +25,8 @@ RTX_DEFINE_KERNEL(adaptive_avg_pool2d_backward_kernel, AdaptiveAvgPool2dBackward
 
 namespace {
 
+using detail::contiguous_raw;
+
 using detail::check_defined;
 using detail::shape_str;
 using kernels::Conv2dParams;
@@ -40,13 +42,6 @@ Pair pair_arg(const char* op, const char* name, const Shape& v) {
 
 Shape shape_of(const int64_t (&v)[2]) { return {v[0], v[1]}; }
 
-// t with contiguous memory (t itself when it already is); not recorded.
-Tensor contiguous_raw(const Tensor& t) {
-  if (!t.defined() || t.is_contiguous()) return t;
-  Tensor out = detail::make_tensor(t.sizes(), t.dtype(), t.device());
-  detail::copy_raw(out, t);
-  return out;
-}
 
 void check_image_input(const char* op, const Tensor& x) {
   check_defined(x, op);

@@ -95,6 +95,13 @@ Tensor cast(const Tensor& x, DType dtype) {
   return out;
 }
 
+Tensor contiguous_raw(const Tensor& t) {
+  if (!t.defined() || t.is_contiguous()) return t;
+  Tensor c = make_tensor(t.sizes(), t.dtype(), t.device());
+  copy_raw(c, t);
+  return c;
+}
+
 void fill_raw(const Tensor& t, const Scalar& value) {
   if (t.numel() == 0) return;
   kernels::fill_kernel.get(t.device())(t, value);
@@ -116,43 +123,40 @@ Tensor& copy_(Tensor& dst, const Tensor& src) {
   RTX_CHECK(broadcast_shapes(src.sizes(), dst.sizes(), "copy_") == dst.sizes(), ShapeError,
             "[copy_] source of shape {} does not broadcast to destination shape {}", detail::shape_str(src.sizes()),
             detail::shape_str(dst.sizes()));
-  autograd::check_inplace(dst, "copy_");
   // Copies between devices go through src's move to dst's device.
   const Tensor local = src.device() == dst.device() ? src : src.detach().to(dst.device());
-  if (autograd::inplace_needs_grad(dst, {src})) {
-    // The new value of dst as a recorded op of (dst, src): src gets the gradient (the engine sums it
-    // over the broadcast dims and casts it to src's dtype), dst's old value none.
-    Tensor r = detail::make_tensor(dst.sizes(), dst.dtype(), dst.device());
-    detail::copy_raw(r, local);
-    auto node = autograd::make_node("copy_", dst, src);
-    const Device src_device = src.device();
-    node->set_backward([src_device](const TensorList& g, const TensorList&) {
-      return TensorList{zeros_like(g[0]), g[0].to(src_device)};
-    });
-    autograd::set_history(r, node);
-    return autograd::commit_inplace(dst, r);
-  }
-  detail::check_no_internal_overlap(dst, "copy_");
-  // A source that overlaps dst in another layout is read out first.
-  detail::copy_raw(dst, detail::overlaps_differently(dst, local) ? local.detach().clone() : local);
-  autograd::bump_version(dst);
-  return dst;
+  return detail::write_inplace(
+      "copy_", dst, {src},
+      [&] {
+        // The new value of dst as a recorded op of (dst, src): src gets the gradient (the engine sums
+        // it over the broadcast dims and casts it to src's dtype), dst's old value none.
+        Tensor r = detail::make_tensor(dst.sizes(), dst.dtype(), dst.device());
+        detail::copy_raw(r, local);
+        auto node = autograd::make_node("copy_", dst, src);
+        const Device src_device = src.device();
+        node->set_backward([src_device](const TensorList& g, const TensorList&) {
+          return TensorList{zeros_like(g[0]), g[0].to(src_device)};
+        });
+        autograd::set_history(r, node);
+        return r;
+      },
+      // A source that overlaps dst in another layout is read out first.
+      [&] { detail::copy_raw(dst, detail::overlaps_differently(dst, local) ? local.detach().clone() : local); });
 }
 
 Tensor& fill_(Tensor& t, const Scalar& value) {
   check_defined(t, "fill_");
-  autograd::check_inplace(t, "fill_");
-  if (autograd::inplace_needs_grad(t, {})) {
-    // A recorded op of t's old value whose gradient is zero: t keeps requiring grad, like PyTorch's.
-    Tensor r = full_like(t, value);
-    auto node = autograd::make_node("fill_", t);
-    node->set_backward([](const TensorList& g, const TensorList&) { return TensorList{zeros_like(g[0])}; });
-    autograd::set_history(r, node);
-    return autograd::commit_inplace(t, r);
-  }
-  detail::fill_raw(t, value);
-  autograd::bump_version(t);
-  return t;
+  return detail::write_inplace(
+      "fill_", t, {},
+      [&] {
+        // A recorded op of t's old value whose gradient is zero: t keeps requiring grad, like PyTorch's.
+        Tensor r = full_like(t, value);
+        auto node = autograd::make_node("fill_", t);
+        node->set_backward([](const TensorList& g, const TensorList&) { return TensorList{zeros_like(g[0])}; });
+        autograd::set_history(r, node);
+        return r;
+      },
+      [&] { detail::fill_raw(t, value); });
 }
 
 Tensor& zero_(Tensor& t) { return fill_(t, 0); }

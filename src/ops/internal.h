@@ -1,9 +1,10 @@
-// Helpers shared by the op front-ends: argument checks with op-prefixed errors, casts and scalar
-// wrapping without autograd, and broadcasting to a common shape.
+// Helpers shared by the op front-ends: argument checks with op-prefixed errors, casts, copies and
+// scalar wrapping without autograd, and the in-place protocol.
 #pragma once
 
 #include <initializer_list>
 
+#include "autograd/function.h"
 #include "core/check.h"
 #include "core/shape.h"
 #include "core/tensor_impl.h"
@@ -38,6 +39,23 @@ inline Tensor wrap_number(const Scalar& value, DType dtype) { return wrap_scalar
 void fill_raw(const Tensor& t, const Scalar& value);
 // Copies src (broadcast, any dtype) into dst (kernel call, no autograd, no version bump).
 void copy_raw(const Tensor& dst, const Tensor& src);
+// t itself when it is contiguous (or undefined), else a contiguous copy (kernel call, no autograd).
+Tensor contiguous_raw(const Tensor& t);
+
+// The protocol of every in-place op on self: refuse writes autograd cannot follow
+// (autograd::check_inplace); when the write must be recorded (others are the op's other inputs),
+// hand self the history of recorded(), the new value computed out of place; otherwise refuse an
+// expanded self, run direct() on self's memory and bump its version.
+template <typename Recorded, typename Direct>
+Tensor& write_inplace(const char* op, Tensor& self, const TensorList& others, const Recorded& recorded,
+                      const Direct& direct) {
+  autograd::check_inplace(self, op);
+  if (autograd::inplace_needs_grad(self, others)) return autograd::commit_inplace(self, recorded());
+  check_no_internal_overlap(self, op);
+  direct();
+  autograd::bump_version(self);
+  return self;
+}
 
 }  // namespace rtx::detail
 

@@ -32,13 +32,6 @@ namespace detail {
 
 DType acc_dtype(DType t) { return t == kFloat16 || t == kBFloat16 ? kFloat32 : t; }
 
-Tensor contiguous_raw(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  Tensor c = make_tensor(t.sizes(), t.dtype(), t.device());
-  copy_raw(c, t);
-  return c;
-}
-
 void check_float(const Tensor& t, const char* op, const char* arg) {
   RTX_CHECK(is_floating(t.dtype()), DTypeError,
             "[{}] {} must be a float tensor, got dtype {}; convert it with .to(rtx::kFloat32)", op, arg, t.dtype());

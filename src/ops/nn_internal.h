@@ -13,8 +13,6 @@ namespace rtx::detail {
 
 // The dtype statistics are kept in: float32 for the 16-bit floats, the dtype itself otherwise.
 DType acc_dtype(DType t);
-// t when it is contiguous, else a contiguous copy (not recorded by autograd).
-Tensor contiguous_raw(const Tensor& t);
 // DTypeError naming op and arg unless t holds floats.
 void check_float(const Tensor& t, const char* op, const char* arg = "input");
 // Whether a backward formula must be built from public ops so that it can be differentiated again:

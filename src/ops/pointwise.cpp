@@ -88,16 +88,14 @@ Tensor& inplace(const char* op, Tensor& self, const TensorList& others, DType ct
               o.device(), self.device());
   RTX_CHECK(detail::can_cast(ct, self.dtype()), DTypeError,
             "[{}] the result has dtype {}, which cannot be written into a tensor of dtype {}", op, ct, self.dtype());
-  autograd::check_inplace(self, op);
-  if (autograd::inplace_needs_grad(self, others)) {
-    Tensor result = compute();
-    check_fits(op, self, result.sizes());
-    return autograd::commit_inplace(self, to_dtype(result, self.dtype()));
-  }
-  detail::check_no_internal_overlap(self, op);
-  direct();
-  autograd::bump_version(self);
-  return self;
+  return detail::write_inplace(
+      op, self, others,
+      [&] {
+        Tensor result = compute();
+        check_fits(op, self, result.sizes());
+        return to_dtype(result, self.dtype());
+      },
+      direct);
 }
 
 // Gradient formula helpers for the table.

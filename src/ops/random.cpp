@@ -72,19 +72,17 @@ Tensor create(const char* op, const Shape& shape, const TensorOptions& o, const 
 // whose gradient to the old values is zero (as PyTorch's uniform_/normal_).
 template <typename Fill>
 Tensor& fill_inplace(const char* op, Tensor& self, const Fill& fill) {
-  autograd::check_inplace(self, op);
-  if (autograd::inplace_needs_grad(self, {})) {
-    Tensor result = detail::make_tensor(self.sizes(), self.dtype(), self.device());
-    fill(result);
-    auto node = autograd::make_node(op, self);
-    node->set_backward([](const TensorList& g, const TensorList&) { return TensorList{zeros_like(g[0])}; });
-    autograd::set_history(result, node);
-    return autograd::commit_inplace(self, result);
-  }
-  detail::check_no_internal_overlap(self, op);
-  fill(self);
-  autograd::bump_version(self);
-  return self;
+  return detail::write_inplace(
+      op, self, {},
+      [&] {
+        Tensor result = detail::make_tensor(self.sizes(), self.dtype(), self.device());
+        fill(result);
+        auto node = autograd::make_node(op, self);
+        node->set_backward([](const TensorList& g, const TensorList&) { return TensorList{zeros_like(g[0])}; });
+        autograd::set_history(result, node);
+        return result;
+      },
+      [&] { fill(self); });
 }
 
 // t's values as a contiguous float64 tensor on t's device, outside autograd.

@@ -106,13 +106,6 @@ Tensor run_reduce(const KernelTable<Fn>& k, const Tensor& x, const ReduceSpec& s
   return r.out;
 }
 
-// x itself when contiguous, else a contiguous copy (not recorded).
-Tensor dense(const Tensor& x) {
-  if (x.is_contiguous()) return x;
-  Tensor c = detail::make_tensor(x.sizes(), x.dtype(), x.device());
-  detail::copy_raw(c, x);
-  return c;
-}
 
 // ---- backward helpers ---------------------------------------------------------------------------
 
@@ -243,7 +236,7 @@ Tensor arg_index(const char* op, const Tensor& x, std::optional<int64_t> dim, bo
             "[{}] cannot reduce over a zero-size dim: the input of shape {} has no elements; give a dim to reduce "
             "over a nonempty one",
             op, shape_str(x.sizes()));
-  const Tensor c = dense(x);
+  const Tensor c = detail::contiguous_raw(x);
   const Tensor flat = detail::make_view(c, {x.numel()}, {1}, c.storage_offset());
   Tensor index = arg_reduce(op, flat, make_spec(op, flat, {0}, false), largest).indices;
   return keepdim ? detail::make_view(index, Shape(x.dim(), 1), Shape(x.dim(), 1), 0) : index;
@@ -343,7 +336,7 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
   check_defined(x, "cumsum");
   const int64_t d = detail::wrap_dim(dim, x.dim(), "cumsum");
   Tensor out = detail::make_tensor(x.sizes(), widened(x.dtype()), x.device());
-  if (out.numel() > 0) kernels::cumsum_kernel.get(x.device())(out, dense(x), d);
+  if (out.numel() > 0) kernels::cumsum_kernel.get(x.device())(out, detail::contiguous_raw(x), d);
   if (auto node = autograd::make_node("cumsum", x)) {
     // The reverse cumulative sum: sum over j >= i of g_j.
     node->set_backward([d](const TensorList& g, const TensorList&) {
