@@ -129,36 +129,6 @@ Tensor attention_fused(const Tensor& query, const Tensor& key, const Tensor& val
 
 }  // namespace
 
-namespace detail {
-
-std::optional<HeadLayout> head_layout(const Tensor& t) {
-  const int64_t n = t.dim();
-  if (n < 2 || (t.size(-1) > 1 && t.stride(-1) != 1)) return std::nullopt;
-  const auto stride_of = [&](int64_t d) { return t.size(d) == 1 ? 0 : t.stride(d); };
-  HeadLayout l;
-  l.row = stride_of(n - 2);
-  if (n >= 3) {
-    l.heads = t.size(n - 3);
-    l.head = stride_of(n - 3);
-  }
-  // The dims before the heads dim as one: each one's stride is the next one's stride times its size.
-  int64_t expected = -1;
-  for (int64_t d = n - 4; d >= 0; --d) {
-    if (t.size(d) == 1) continue;
-    if (expected < 0) l.batch = t.stride(d);
-    else if (t.stride(d) != expected) return std::nullopt;
-    expected = t.stride(d) * t.size(d);
-  }
-  return l;
-}
-
-int64_t head_count(const Tensor& t) {
-  int64_t bh = 1;
-  for (int64_t d = 0; d + 2 < t.dim(); ++d) bh *= t.size(d);
-  return bh;
-}
-
-}  // namespace detail
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                     double dropout_p, bool is_causal, std::optional<double> scale) {

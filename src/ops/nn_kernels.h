@@ -104,11 +104,3 @@ RTX_DECLARE_KERNEL(attention_kernel, AttentionFn);
 RTX_DECLARE_KERNEL(attention_backward_kernel, AttentionBackwardFn);
 
 }  // namespace rtx::kernels
-
-namespace rtx::detail {
-// Where the heads and rows of an attention operand t ([..., n, D]) lie, or nothing when its rows
-// are not dense (stride(-1) != 1) or the dims before size(-3) do not collapse into one stride.
-std::optional<HeadLayout> head_layout(const Tensor& t);
-// The number of heads of an attention operand: the product of its batch dims.
-int64_t head_count(const Tensor& t);
-}  // namespace rtx::detail
