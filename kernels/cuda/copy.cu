@@ -2,7 +2,9 @@
 // current stream, waited for unless it is non-blocking with a pinned host end; moves between GPUs
 // are peer copies ordered with both devices' streams.
 #include "backend/cuda/register.h"
+#include "kernels/cuda/copy.h"
 #include "core/dtype_dispatch.h"
+#include "core/tensor_impl.h"
 #include "kernels/common/pointwise_functors.h"
 #include "kernels/cuda/pointwise.cuh"
 #include "ops/kernels.h"
@@ -51,6 +53,8 @@ void transfer_cuda(const Tensor& dst, const Tensor& src, bool non_blocking) {
   src_stream.wait(copied);
 }
 
+}  // namespace
+
 // On one GPU: a memcpy when nothing converts or moves, the pointwise launcher otherwise.
 void copy_cuda(const Tensor& dst, const Tensor& src) {
   if (same_layout_dense(dst, src)) {
@@ -69,7 +73,13 @@ void fill_cuda(const Tensor& t, const Scalar& value) {
   RTX_DISPATCH_ALL(t.dtype(), "fill_", [&] { pointwise<scalar_t>(t, Constant<scalar_t>{value.to<scalar_t>()}); });
 }
 
-}  // namespace
+
+Tensor contiguous_cuda(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor c = rtx::detail::make_tensor(t.sizes(), t.dtype(), t.device());
+  copy_cuda(c, t);
+  return c;
+}
 
 void register_copy_kernels() {
   kernels::copy_kernel.set(kCUDA, copy_cuda);

@@ -13,7 +13,7 @@
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
 #include "kernels/cuda/check.h"
-#include "ops/internal.h"
+#include "kernels/cuda/copy.h"
 
 namespace rtx::cuda {
 namespace {
@@ -132,12 +132,6 @@ bool batch_strides(const Tensor& a, const Tensor& b, BatchStrides& s) {
   return true;
 }
 
-Tensor contiguous_copy(const Tensor& t) {
-  Tensor c = rtx::detail::make_tensor(t.sizes(), t.dtype(), t.device());
-  rtx::detail::copy_raw(c, t);
-  return c;
-}
-
 }  // namespace
 
 // out [..., m, n] = a @ b for integer dtypes (k >= 1), wrapping like the CPU kernel.
@@ -146,8 +140,8 @@ void int_matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   BatchStrides batch;
   if (!batch_strides(a, b, batch)) {
-    a = contiguous_copy(a);
-    b = contiguous_copy(b);
+    a = contiguous_cuda(a);
+    b = contiguous_cuda(b);
     batch_strides(a, b, batch);
   }
   const int64_t nd = out.dim();

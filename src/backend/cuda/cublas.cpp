@@ -22,7 +22,7 @@
 #include "backend/cuda/runtime.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
-#include "ops/internal.h"
+#include "kernels/cuda/copy.h"
 #include "ops/linalg_kernels.h"
 #include "rtx/settings.h"
 
@@ -147,9 +147,7 @@ std::optional<Operand> describe(const Tensor& t) {
 // t as cuBLASLt reads it: in place when its strides allow, else a contiguous copy.
 Operand operand(const Tensor& t) {
   if (auto o = describe(t)) return *o;
-  Tensor copy = rtx::detail::make_tensor(t.sizes(), t.dtype(), t.device());
-  rtx::detail::copy_raw(copy, t);
-  return *describe(copy);
+  return *describe(contiguous_cuda(t));
 }
 
 struct GemmTypes {

@@ -26,7 +26,7 @@
 #include "backend/cuda/plan_cache.h"
 #include "backend/cuda/runtime.h"
 #include "core/tensor_impl.h"
-#include "ops/internal.h"
+#include "kernels/cuda/copy.h"
 #include "rtx/settings.h"
 #endif
 
@@ -352,9 +352,9 @@ void conv2d_cuda(const Tensor& out, const Tensor& x, const Tensor& weight, const
   const ConvShape s = shape_of(x.sizes(), weight.sizes(), out.sizes());
   // The bias goes in first and the convolution adds onto it.
   if (bias.defined())
-    rtx::detail::copy_raw(out, rtx::detail::make_view(bias, {1, s.o, 1, 1}, {0, 1, 0, 0}, bias.storage_offset()));
+    copy_cuda(out, rtx::detail::make_view(bias, out.sizes(), {0, bias.stride(0), 0, 0}, bias.storage_offset()));
   if (weight.numel() == 0) {  // no input channels or an empty kernel: the bias alone
-    if (!bias.defined()) rtx::detail::fill_raw(out, 0);
+    if (!bias.defined()) fill_cuda(out, 0);
     return;
   }
   run<Forward>(s, p, out.dtype(), out.device(), bytes(x), bytes(weight), bytes(out), bias.defined() ? 1.0 : 0.0, false);
@@ -363,7 +363,7 @@ void conv2d_cuda(const Tensor& out, const Tensor& x, const Tensor& weight, const
 void conv2d_backward_input_cuda(const Tensor& grad_x, const Tensor& grad_out, const Tensor& weight,
                                 const Conv2dParams& p) {
   if (weight.numel() == 0) {  // no output channels: nothing flows back
-    rtx::detail::fill_raw(grad_x, 0);
+    fill_cuda(grad_x, 0);
     return;
   }
   const ConvShape s = shape_of(grad_x.sizes(), weight.sizes(), grad_out.sizes());
@@ -373,7 +373,7 @@ void conv2d_backward_input_cuda(const Tensor& grad_x, const Tensor& grad_out, co
 void conv2d_backward_weight_cuda(const Tensor& grad_w, const Tensor& grad_out, const Tensor& x,
                                  const Conv2dParams& p) {
   if (x.numel() == 0) {  // no images
-    rtx::detail::fill_raw(grad_w, 0);
+    fill_cuda(grad_w, 0);
     return;
   }
   const ConvShape s = shape_of(x.sizes(), grad_w.sizes(), grad_out.sizes());
