@@ -1,5 +1,5 @@
 // CUDA kernels of fused scaled-dot-product attention, forward and backward, flash-attention style:
-// the [L, S] score matrix of a head never reaches global memory. Semantics: src/ops/nn_kernels.h.
+// the [L, S] score matrix of a head never reaches global memory. Semantics: src/dispatch/attention.h.
 //
 // Forward: a block owns a tile of query rows of one head and streams the key and value tiles of the
 // head through shared memory. Each row keeps an online softmax (running maximum m, running sum l of
@@ -32,7 +32,7 @@
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
 #include "kernels/cuda/rows.cuh"
-#include "ops/nn_kernels.h"
+#include "dispatch/attention.h"
 
 namespace rtx::cuda {
 namespace {

@@ -7,7 +7,7 @@
 #include "core/tensor_impl.h"
 #include "kernels/common/pointwise_functors.h"
 #include "kernels/cuda/pointwise.cuh"
-#include "ops/kernels.h"
+#include "dispatch/copy.h"
 
 namespace rtx::cuda {
 namespace {

@@ -17,8 +17,8 @@
 #include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/cuda/sort.cuh"
-#include "ops/index_kernels.h"
-#include "ops/kernels.h"
+#include "dispatch/index.h"
+#include "dispatch/copy.h"
 
 namespace rtx::cuda {
 namespace {

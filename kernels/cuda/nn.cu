@@ -14,7 +14,7 @@
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
 #include "kernels/cuda/rows.cuh"
-#include "ops/nn_kernels.h"
+#include "dispatch/nn.h"
 
 namespace rtx::cuda {
 namespace {

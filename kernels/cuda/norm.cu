@@ -11,7 +11,7 @@
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
 #include "kernels/cuda/rows.cuh"
-#include "ops/nn_kernels.h"
+#include "dispatch/norm.h"
 
 namespace rtx::cuda {
 namespace {

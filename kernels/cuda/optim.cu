@@ -5,7 +5,7 @@
 #include "backend/cuda/register.h"
 #include "backend/cuda/runtime.h"
 #include "core/dtype_dispatch.h"
-#include "optim/optim_kernels.h"
+#include "dispatch/optim.h"
 
 namespace rtx::cuda {
 namespace {

@@ -6,7 +6,7 @@
 #include "core/dtype_dispatch.h"
 #include "kernels/common/pointwise_functors.h"
 #include "kernels/cuda/pointwise.cuh"
-#include "ops/kernels.h"
+#include "dispatch/pointwise.h"
 
 namespace rtx::cuda {
 namespace {

@@ -15,7 +15,7 @@
 #include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/cuda/pointwise.cuh"
-#include "ops/conv_kernels.h"
+#include "dispatch/pool.h"
 
 namespace rtx::cuda {
 namespace {

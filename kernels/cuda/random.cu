@@ -11,8 +11,8 @@
 #include "core/dtype_dispatch.h"
 #include "kernels/common/philox.h"
 #include "kernels/cuda/sort.cuh"
-#include "ops/index_kernels.h"
-#include "ops/random_kernels.h"
+#include "dispatch/sort.h"
+#include "dispatch/random.h"
 
 namespace rtx::cuda {
 namespace {

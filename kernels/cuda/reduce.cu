@@ -12,7 +12,7 @@
 #include "core/dtype_dispatch.h"
 #include "kernels/common/reduce_ops.h"
 #include "kernels/cuda/reduce.cuh"
-#include "ops/reduce_kernels.h"
+#include "dispatch/reduce.h"
 
 namespace rtx::cuda {
 namespace {

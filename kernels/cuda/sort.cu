@@ -13,7 +13,7 @@
 #include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/cuda/sort.cuh"
-#include "ops/index_kernels.h"
+#include "dispatch/sort.h"
 
 #include RTX_CUB_HEADER
 

@@ -1,5 +1,6 @@
-// The kernel registry: one table per op with a slot per device type, filled by the backends'
-// register_*_kernels(), which the library calls once when it is loaded (src/core/init.cpp). The
+// The kernel registry: one table per op with a slot per device type, declared by the op's family
+// (src/dispatch/<family>.h) and filled by the backends' register_*_kernels(), which the library
+// calls once when it is loaded (src/core/init.cpp). The
 // tables are constant-initialized, so no static-initialization order matters. A lookup is an array index.
 #pragma once
 
@@ -30,6 +31,12 @@ class KernelTable {
 
 }  // namespace rtx::detail
 
-// Exported so that code outside the library (tests, extensions) can ask which devices have a kernel.
-#define RTX_DECLARE_KERNEL(name, Signature) extern RTX_API ::rtx::detail::KernelTable<Signature> name
-#define RTX_DEFINE_KERNEL(name, Signature) RTX_API ::rtx::detail::KernelTable<Signature> name(#name)
+// A family's header (src/dispatch/<family>.h) names each of its tables once, RTX_KERNEL(name,
+// Signature): a declaration wherever it is included, and the definition in src/dispatch/tables.cpp,
+// which defines RTX_DEFINING_KERNEL_TABLES before it includes every family's header. Exported so
+// that code outside the library (tests, extensions) can ask which devices have a kernel.
+#ifdef RTX_DEFINING_KERNEL_TABLES
+#define RTX_KERNEL(name, Signature) RTX_API ::rtx::detail::KernelTable<Signature> name(#name)
+#else
+#define RTX_KERNEL(name, Signature) extern RTX_API ::rtx::detail::KernelTable<Signature> name
+#endif

@@ -13,15 +13,10 @@
 #include "autograd/function.h"
 #include "ops/internal.h"
 #include "ops/nn_internal.h"
-#include "ops/nn_kernels.h"
+#include "dispatch/attention.h"
 #include "rtx/autograd.h"
 
 namespace rtx {
-
-namespace kernels {
-RTX_DEFINE_KERNEL(attention_kernel, AttentionFn);
-RTX_DEFINE_KERNEL(attention_backward_kernel, AttentionBackwardFn);
-}  // namespace kernels
 
 namespace {
 

@@ -6,22 +6,12 @@
 #include <array>
 
 #include "autograd/function.h"
-#include "ops/conv_kernels.h"
+#include "dispatch/conv.h"
+#include "dispatch/pool.h"
+#include "ops/conv_internal.h"
 #include "ops/internal.h"
 
 namespace rtx {
-
-namespace kernels {
-RTX_DEFINE_KERNEL(conv2d_kernel, Conv2dFn);
-RTX_DEFINE_KERNEL(conv2d_backward_input_kernel, Conv2dBackwardInputFn);
-RTX_DEFINE_KERNEL(conv2d_backward_weight_kernel, Conv2dBackwardWeightFn);
-RTX_DEFINE_KERNEL(max_pool2d_kernel, MaxPool2dFn);
-RTX_DEFINE_KERNEL(max_pool2d_backward_kernel, MaxPool2dBackwardFn);
-RTX_DEFINE_KERNEL(avg_pool2d_kernel, AvgPool2dFn);
-RTX_DEFINE_KERNEL(avg_pool2d_backward_kernel, AvgPool2dBackwardFn);
-RTX_DEFINE_KERNEL(adaptive_avg_pool2d_kernel, AdaptiveAvgPool2dFn);
-RTX_DEFINE_KERNEL(adaptive_avg_pool2d_backward_kernel, AdaptiveAvgPool2dBackwardFn);
-}  // namespace kernels
 
 namespace {
 

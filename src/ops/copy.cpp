@@ -4,15 +4,10 @@
 
 #include "autograd/function.h"
 #include "ops/internal.h"
-#include "ops/kernels.h"
+#include "dispatch/copy.h"
 #include "rtx/cuda.h"
 
 namespace rtx {
-
-namespace kernels {
-RTX_DEFINE_KERNEL(copy_kernel, CopyFn);
-RTX_DEFINE_KERNEL(fill_kernel, FillFn);
-}  // namespace kernels
 
 namespace detail {
 

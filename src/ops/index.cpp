@@ -6,17 +6,10 @@
 // op needs a dim. Gradients are written with these same ops (gather <-> scatter_add, index_select <->
 // index_add), so that they are differentiable again.
 #include "autograd/function.h"
-#include "ops/index_kernels.h"
+#include "dispatch/index.h"
 #include "ops/internal.h"
 
 namespace rtx {
-
-namespace kernels {
-RTX_DEFINE_KERNEL(gather_kernel, GatherFn);
-RTX_DEFINE_KERNEL(index_select_kernel, IndexSelectFn);
-RTX_DEFINE_KERNEL(scatter_kernel, ScatterFn);
-RTX_DEFINE_KERNEL(triangle_kernel, TriangleFn);
-}  // namespace kernels
 
 namespace {
 

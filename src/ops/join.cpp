@@ -2,14 +2,10 @@
 // its inputs to their common dtype and skips legacy empty 1-d [0] tensors like PyTorch; stack is
 // unsqueeze + cat; the splits return narrow views (no copies), differentiable through narrow.
 #include "autograd/function.h"
-#include "ops/index_kernels.h"
+#include "dispatch/index.h"
 #include "ops/internal.h"
 
 namespace rtx {
-
-namespace kernels {
-RTX_DEFINE_KERNEL(cat_kernel, CatFn);
-}  // namespace kernels
 
 namespace {
 

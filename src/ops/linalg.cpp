@@ -6,13 +6,9 @@
 
 #include "autograd/function.h"
 #include "ops/internal.h"
-#include "ops/linalg_kernels.h"
+#include "dispatch/linalg.h"
 
 namespace rtx {
-
-namespace kernels {
-RTX_DEFINE_KERNEL(matmul_kernel, MatmulFn);
-}  // namespace kernels
 
 namespace {
 

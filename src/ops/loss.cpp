@@ -5,16 +5,9 @@
 #include "autograd/function.h"
 #include "ops/internal.h"
 #include "ops/nn_internal.h"
-#include "ops/nn_kernels.h"
+#include "dispatch/loss.h"
 
 namespace rtx {
-
-namespace kernels {
-RTX_DEFINE_KERNEL(cross_entropy_kernel, CrossEntropyFn);
-RTX_DEFINE_KERNEL(cross_entropy_backward_kernel, CrossEntropyBackwardFn);
-RTX_DEFINE_KERNEL(nll_loss_kernel, NllLossFn);
-RTX_DEFINE_KERNEL(nll_loss_backward_kernel, NllLossBackwardFn);
-}  // namespace kernels
 
 namespace {
 

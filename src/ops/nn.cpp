@@ -8,23 +8,10 @@
 #include "autograd/function.h"
 #include "ops/internal.h"
 #include "ops/nn_internal.h"
-#include "ops/nn_kernels.h"
+#include "dispatch/nn.h"
+#include "dispatch/norm.h"
 
 namespace rtx {
-
-namespace kernels {
-RTX_DEFINE_KERNEL(softmax_kernel, SoftmaxFn);
-RTX_DEFINE_KERNEL(softmax_backward_kernel, SoftmaxBackwardFn);
-RTX_DEFINE_KERNEL(layer_norm_kernel, LayerNormFn);
-RTX_DEFINE_KERNEL(layer_norm_backward_kernel, LayerNormBackwardFn);
-RTX_DEFINE_KERNEL(batch_norm_stats_kernel, BatchNormStatsFn);
-RTX_DEFINE_KERNEL(batch_norm_apply_kernel, BatchNormApplyFn);
-RTX_DEFINE_KERNEL(batch_norm_backward_kernel, BatchNormBackwardFn);
-RTX_DEFINE_KERNEL(embedding_kernel, EmbeddingFn);
-RTX_DEFINE_KERNEL(embedding_backward_kernel, EmbeddingBackwardFn);
-RTX_DEFINE_KERNEL(index_bounds_kernel, IndexBoundsFn);
-RTX_DEFINE_KERNEL(one_hot_kernel, OneHotFn);
-}  // namespace kernels
 
 // ---- shared helpers ---------------------------------------------------------------------------
 

@@ -5,23 +5,10 @@
 
 #include "autograd/function.h"
 #include "ops/internal.h"
-#include "ops/kernels.h"
+#include "dispatch/pointwise.h"
 #include "ops/nn_internal.h"
 
 namespace rtx {
-
-namespace kernels {
-#define RTX_UNARY(name, F, r, s, g) RTX_DEFINE_KERNEL(name##_kernel, UnaryFn);
-#define RTX_BINARY(name, F, r, s, ga, gb) RTX_DEFINE_KERNEL(name##_kernel, BinaryFn);
-#define RTX_COMPARE(name, F) RTX_DEFINE_KERNEL(name##_kernel, BinaryFn);
-#define RTX_LOGICAL(name, F) RTX_DEFINE_KERNEL(name##_kernel, BinaryFn);
-#define RTX_PREDICATE(name, F) RTX_DEFINE_KERNEL(name##_kernel, UnaryFn);
-#define RTX_UNARY_FUNCTOR(name, F, t) RTX_DEFINE_KERNEL(name##_kernel, UnaryFunctorFn<fn::F>);
-#define RTX_BINARY_FUNCTOR(name, F, t) RTX_DEFINE_KERNEL(name##_kernel, BinaryFunctorFn<fn::F>);
-#define RTX_TERNARY_FUNCTOR(name, F, t) RTX_DEFINE_KERNEL(name##_kernel, TernaryFunctorFn<fn::F>);
-#define RTX_WHERE_FUNCTOR(name, F, t) RTX_DEFINE_KERNEL(name##_kernel, WhereFunctorFn<fn::F>);
-#include "rtx/pointwise.def"
-}  // namespace kernels
 
 namespace {
 

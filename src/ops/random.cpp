@@ -10,19 +10,9 @@
 #include "core/generator.h"
 #include "kernels/common/philox.h"
 #include "ops/internal.h"
-#include "ops/random_kernels.h"
+#include "dispatch/random.h"
 
 namespace rtx {
-
-namespace kernels {
-RTX_DEFINE_KERNEL(uniform_kernel, UniformFn);
-RTX_DEFINE_KERNEL(normal_kernel, NormalFn);
-RTX_DEFINE_KERNEL(randint_kernel, RandintFn);
-RTX_DEFINE_KERNEL(bernoulli_kernel, BernoulliFn);
-RTX_DEFINE_KERNEL(bernoulli_scalar_kernel, BernoulliScalarFn);
-RTX_DEFINE_KERNEL(randperm_kernel, RandpermFn);
-RTX_DEFINE_KERNEL(multinomial_kernel, MultinomialFn);
-}  // namespace kernels
 
 namespace {
 

@@ -7,25 +7,9 @@
 
 #include "autograd/function.h"
 #include "ops/internal.h"
-#include "ops/reduce_kernels.h"
+#include "dispatch/reduce.h"
 
 namespace rtx {
-
-namespace kernels {
-RTX_DEFINE_KERNEL(sum_kernel, ReduceFn);
-RTX_DEFINE_KERNEL(mean_kernel, ReduceFn);
-RTX_DEFINE_KERNEL(prod_kernel, ReduceFn);
-RTX_DEFINE_KERNEL(amax_kernel, ReduceFn);
-RTX_DEFINE_KERNEL(amin_kernel, ReduceFn);
-RTX_DEFINE_KERNEL(any_kernel, ReduceFn);
-RTX_DEFINE_KERNEL(all_kernel, ReduceFn);
-RTX_DEFINE_KERNEL(logsumexp_kernel, ReduceFn);
-RTX_DEFINE_KERNEL(norm_kernel, NormFn);
-RTX_DEFINE_KERNEL(var_kernel, VarFn);
-RTX_DEFINE_KERNEL(argmax_kernel, ArgReduceFn);
-RTX_DEFINE_KERNEL(argmin_kernel, ArgReduceFn);
-RTX_DEFINE_KERNEL(cumsum_kernel, ScanFn);
-}  // namespace kernels
 
 namespace {
 

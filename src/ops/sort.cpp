@@ -1,15 +1,10 @@
 // Sorting front-ends: sort (stable, NaN largest like PyTorch), argsort and topk. Only the values are
 // differentiable: their gradient goes back to the positions the indices name (a scatter into zeros).
 #include "autograd/function.h"
-#include "ops/index_kernels.h"
+#include "dispatch/sort.h"
 #include "ops/internal.h"
 
 namespace rtx {
-
-namespace kernels {
-RTX_DEFINE_KERNEL(sort_kernel, SortFn);
-RTX_DEFINE_KERNEL(topk_kernel, TopkFn);
-}  // namespace kernels
 
 namespace {
 

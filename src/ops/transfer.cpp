@@ -2,14 +2,10 @@
 #include "autograd/function.h"
 #include "core/tensor_impl.h"
 #include "ops/internal.h"
-#include "ops/kernels.h"
+#include "dispatch/copy.h"
 #include "rtx/cuda.h"
 
 namespace rtx {
-
-namespace kernels {
-RTX_DEFINE_KERNEL(transfer_kernel, TransferFn);
-}  // namespace kernels
 
 using detail::check_defined;
 

@@ -4,16 +4,12 @@
 
 #include "check_update.h"
 #include "autograd/function.h"
-#include "optim/optim_kernels.h"
+#include "dispatch/optim.h"
 #include "rtx/autograd.h"
 #include "rtx/ops.h"
 #include "rtx/optim.h"
 
 namespace rtx {
-namespace kernels {
-RTX_DEFINE_KERNEL(adam_step_kernel, AdamStepFn);
-}  // namespace kernels
-
 namespace optim {
 namespace {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/kernels.h"
+#include "dispatch/copy.h"
 #include "rtx/rtx.h"
 
 namespace rtx::testing {

@@ -1,4 +1,4 @@
-// CPU kernels of fused attention (semantics in ops/nn_kernels.h), in blocks of kQueryBlock query
+// CPU kernels of fused attention (semantics in dispatch/attention.h), in blocks of kQueryBlock query
 // rows: the block's scores come from one GEMM against the keys it can see, each row's softmax is
 // taken in place (keeping its log-sum-exp), and one more GEMM weights the values. The backward
 // recomputes a block's probabilities from the log-sum-exp and gets dv, dp, dq and dk from four
@@ -16,7 +16,7 @@
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
-#include "ops/nn_kernels.h"
+#include "dispatch/attention.h"
 
 namespace rtx::cpu {
 namespace {

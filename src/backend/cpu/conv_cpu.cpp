@@ -10,7 +10,7 @@
 #include "backend/cpu/blas.h"
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
-#include "ops/conv_kernels.h"
+#include "dispatch/conv.h"
 #include "ops/internal.h"
 
 namespace rtx::cpu {

@@ -3,7 +3,7 @@
 #include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/common/pointwise_functors.h"
-#include "ops/kernels.h"
+#include "dispatch/copy.h"
 
 namespace rtx::cpu {
 namespace {

@@ -11,8 +11,9 @@
 #include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
-#include "ops/index_kernels.h"
-#include "ops/kernels.h"
+#include "dispatch/index.h"
+#include "backend/cpu/row_walker.h"
+#include "dispatch/copy.h"
 
 namespace rtx::cpu {
 
@@ -22,7 +23,6 @@ void register_sort_kernels();
 namespace {
 
 using kernels::IndexFault;
-using kernels::RowWalker;
 
 // An element moved as raw bytes.
 template <size_t S>

@@ -13,7 +13,7 @@
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
-#include "ops/linalg_kernels.h"
+#include "dispatch/linalg.h"
 
 namespace rtx::cpu {
 namespace {

@@ -14,7 +14,9 @@
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
-#include "ops/nn_kernels.h"
+#include "dispatch/loss.h"
+#include "dispatch/nn.h"
+#include "dispatch/norm.h"
 
 namespace rtx::cpu {
 namespace {

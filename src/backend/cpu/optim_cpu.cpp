@@ -3,7 +3,7 @@
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
-#include "optim/optim_kernels.h"
+#include "dispatch/optim.h"
 
 namespace rtx::cpu {
 namespace {

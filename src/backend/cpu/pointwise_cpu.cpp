@@ -5,7 +5,7 @@
 #include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/common/pointwise_functors.h"
-#include "ops/kernels.h"
+#include "dispatch/pointwise.h"
 
 namespace rtx::cpu {
 namespace {

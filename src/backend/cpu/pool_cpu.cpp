@@ -9,7 +9,7 @@
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
-#include "ops/conv_kernels.h"
+#include "dispatch/pool.h"
 
 namespace rtx::cpu {
 namespace {

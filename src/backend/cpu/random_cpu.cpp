@@ -10,7 +10,7 @@
 #include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/common/philox.h"
-#include "ops/random_kernels.h"
+#include "dispatch/random.h"
 
 namespace rtx::cpu {
 namespace {

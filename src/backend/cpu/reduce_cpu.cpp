@@ -20,7 +20,7 @@
 #include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/common/reduce_ops.h"
-#include "ops/reduce_kernels.h"
+#include "dispatch/reduce.h"
 
 namespace rtx::cpu {
 namespace {

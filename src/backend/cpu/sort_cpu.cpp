@@ -9,12 +9,12 @@
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
-#include "ops/index_kernels.h"
+#include "dispatch/sort.h"
+#include "backend/cpu/row_walker.h"
 
 namespace rtx::cpu {
 namespace {
 
-using kernels::RowWalker;
 
 template <typename K>
 struct Entry {

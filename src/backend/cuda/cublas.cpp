@@ -23,7 +23,7 @@
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "kernels/cuda/copy.h"
-#include "ops/linalg_kernels.h"
+#include "dispatch/linalg.h"
 #include "rtx/settings.h"
 
 namespace rtx::cuda {

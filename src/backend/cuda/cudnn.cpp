@@ -11,7 +11,7 @@
 
 #include "backend/cuda/register.h"
 #include "core/check.h"
-#include "ops/conv_kernels.h"
+#include "dispatch/conv.h"
 
 #if RTX_WITH_CUDNN
 #include <cudnn.h>

@@ -25,12 +25,12 @@ using RandpermFn = void(const Tensor& out, const GeneratorState& rng);
 // replacement, at least num_samples positive entries per row).
 using MultinomialFn = void(const Tensor& out, const GeneratorState& rng, const Tensor& weights, bool replacement);
 
-RTX_DECLARE_KERNEL(uniform_kernel, UniformFn);
-RTX_DECLARE_KERNEL(normal_kernel, NormalFn);
-RTX_DECLARE_KERNEL(randint_kernel, RandintFn);
-RTX_DECLARE_KERNEL(bernoulli_kernel, BernoulliFn);
-RTX_DECLARE_KERNEL(bernoulli_scalar_kernel, BernoulliScalarFn);
-RTX_DECLARE_KERNEL(randperm_kernel, RandpermFn);
-RTX_DECLARE_KERNEL(multinomial_kernel, MultinomialFn);
+RTX_KERNEL(uniform_kernel, UniformFn);
+RTX_KERNEL(normal_kernel, NormalFn);
+RTX_KERNEL(randint_kernel, RandintFn);
+RTX_KERNEL(bernoulli_kernel, BernoulliFn);
+RTX_KERNEL(bernoulli_scalar_kernel, BernoulliScalarFn);
+RTX_KERNEL(randperm_kernel, RandpermFn);
+RTX_KERNEL(multinomial_kernel, MultinomialFn);
 
 }  // namespace rtx::kernels

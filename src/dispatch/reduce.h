@@ -23,18 +23,18 @@ using ArgReduceFn = void(const Tensor& values, const Tensor& indices, const Tens
 // out = inclusive prefix sums of a contiguous x along dim (out contiguous, same shape).
 using ScanFn = void(const Tensor& out, const Tensor& x, int64_t dim);
 
-RTX_DECLARE_KERNEL(sum_kernel, ReduceFn);        // bool/int inputs: int64 out
-RTX_DECLARE_KERNEL(mean_kernel, ReduceFn);       // float inputs
-RTX_DECLARE_KERNEL(prod_kernel, ReduceFn);       // bool/int inputs: int64 out
-RTX_DECLARE_KERNEL(amax_kernel, ReduceFn);       // NaN propagates
-RTX_DECLARE_KERNEL(amin_kernel, ReduceFn);       // NaN propagates
-RTX_DECLARE_KERNEL(any_kernel, ReduceFn);        // bool out, any input dtype
-RTX_DECLARE_KERNEL(all_kernel, ReduceFn);        // bool out, any input dtype
-RTX_DECLARE_KERNEL(logsumexp_kernel, ReduceFn);  // float inputs
-RTX_DECLARE_KERNEL(norm_kernel, NormFn);         // float inputs
-RTX_DECLARE_KERNEL(var_kernel, VarFn);           // float inputs
-RTX_DECLARE_KERNEL(argmax_kernel, ArgReduceFn);
-RTX_DECLARE_KERNEL(argmin_kernel, ArgReduceFn);
-RTX_DECLARE_KERNEL(cumsum_kernel, ScanFn);       // bool/int inputs: int64 out
+RTX_KERNEL(sum_kernel, ReduceFn);        // bool/int inputs: int64 out
+RTX_KERNEL(mean_kernel, ReduceFn);       // float inputs
+RTX_KERNEL(prod_kernel, ReduceFn);       // bool/int inputs: int64 out
+RTX_KERNEL(amax_kernel, ReduceFn);       // NaN propagates
+RTX_KERNEL(amin_kernel, ReduceFn);       // NaN propagates
+RTX_KERNEL(any_kernel, ReduceFn);        // bool out, any input dtype
+RTX_KERNEL(all_kernel, ReduceFn);        // bool out, any input dtype
+RTX_KERNEL(logsumexp_kernel, ReduceFn);  // float inputs
+RTX_KERNEL(norm_kernel, NormFn);         // float inputs
+RTX_KERNEL(var_kernel, VarFn);           // float inputs
+RTX_KERNEL(argmax_kernel, ArgReduceFn);
+RTX_KERNEL(argmin_kernel, ArgReduceFn);
+RTX_KERNEL(cumsum_kernel, ScanFn);       // bool/int inputs: int64 out
 
 }  // namespace rtx::kernels

@@ -12,6 +12,6 @@ namespace rtx::kernels {
 using AdamStepFn = void(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                         const Tensor& max_exp_avg_sq, const AdamStep& step);
 
-RTX_DECLARE_KERNEL(adam_step_kernel, AdamStepFn);
+RTX_KERNEL(adam_step_kernel, AdamStepFn);
 
 }  // namespace rtx::kernels

@@ -10,6 +10,6 @@ namespace rtx::kernels {
 // (broadcast batch dims are stride-0 views) and any strides, out is contiguous, both operands have out's
 // dtype; K = 0 gives zeros.
 using MatmulFn = void(const Tensor& out, const Tensor& a, const Tensor& b);
-RTX_DECLARE_KERNEL(matmul_kernel, MatmulFn);
+RTX_KERNEL(matmul_kernel, MatmulFn);
 
 }  // namespace rtx::kernels

@@ -1,0 +1,34 @@
+// Kernel tables of the convolution family (the signatures every backend implements) and its geometry.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dispatch.h"
+#include "rtx/tensor.h"
+
+namespace rtx::kernels {
+
+// Geometry of a 2-d convolution; index 0 is the height, 1 the width.
+struct Conv2dParams {
+  int64_t stride[2] = {1, 1};
+  int64_t padding[2] = {0, 0};
+  int64_t dilation[2] = {1, 1};
+  int64_t groups = 1;
+};
+
+// Convolution kernels see contiguous tensors of one floating dtype:
+// x [N, C, H, W], weight [O, C / groups, kH, kW], bias [O] (undefined: none), out [N, O, OH, OW].
+using Conv2dFn = void(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                      const Conv2dParams& p);
+// grad_x [N, C, H, W] from grad_out [N, O, OH, OW] and weight (writes every element).
+using Conv2dBackwardInputFn = void(const Tensor& grad_x, const Tensor& grad_out, const Tensor& weight,
+                                   const Conv2dParams& p);
+// grad_weight [O, C / groups, kH, kW] from grad_out and x (writes every element).
+using Conv2dBackwardWeightFn = void(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& x,
+                                    const Conv2dParams& p);
+
+RTX_KERNEL(conv2d_kernel, Conv2dFn);
+RTX_KERNEL(conv2d_backward_input_kernel, Conv2dBackwardInputFn);
+RTX_KERNEL(conv2d_backward_weight_kernel, Conv2dBackwardWeightFn);
+
+}  // namespace rtx::kernels

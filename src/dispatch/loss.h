@@ -1,0 +1,34 @@
+// Kernel tables of the loss family: the class-index losses, forward and backward.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dispatch.h"
+#include "rtx/ops.h"
+
+namespace rtx::kernels {
+
+// Class-index losses. logits / log_probs: [n, classes, inner]; target: [n, inner] int64 (in range or
+// ignore_index); weight: [classes] or undefined. out: [n, inner] for Reduction::None, else 0-d.
+// total_weight (0-d): the sum of the weights of the non-ignored targets, the divisor of the mean.
+// lse: [n, inner], the log-sum-exp of each logits row (undefined contents for ignored targets).
+using CrossEntropyFn = void(const Tensor& out, const Tensor& lse, const Tensor& total_weight, const Tensor& logits,
+                            const Tensor& target, const Tensor& weight, int64_t ignore_index, Reduction reduction,
+                            double label_smoothing);
+// g: like out; grad_logits: like logits.
+using CrossEntropyBackwardFn = void(const Tensor& grad_logits, const Tensor& g, const Tensor& logits, const Tensor& lse,
+                                    const Tensor& target, const Tensor& weight, const Tensor& total_weight,
+                                    int64_t ignore_index, Reduction reduction, double label_smoothing);
+using NllLossFn = void(const Tensor& out, const Tensor& total_weight, const Tensor& log_probs, const Tensor& target,
+                       const Tensor& weight, int64_t ignore_index, Reduction reduction);
+// grad_log_probs: [n, classes, inner] (written entirely).
+using NllLossBackwardFn = void(const Tensor& grad_log_probs, const Tensor& g, const Tensor& target,
+                               const Tensor& weight, const Tensor& total_weight, int64_t ignore_index,
+                               Reduction reduction);
+
+RTX_KERNEL(cross_entropy_kernel, CrossEntropyFn);
+RTX_KERNEL(cross_entropy_backward_kernel, CrossEntropyBackwardFn);
+RTX_KERNEL(nll_loss_kernel, NllLossFn);
+RTX_KERNEL(nll_loss_backward_kernel, NllLossBackwardFn);
+
+}  // namespace rtx::kernels

@@ -1,0 +1,21 @@
+// Kernel tables of the sorting family: sort and topk.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dispatch.h"
+#include "rtx/tensor.h"
+
+namespace rtx::kernels {
+
+// Stable sort of every row of x along dim into values and int64 indices (x's shape); NaN sorts as largest.
+using SortFn = void(const Tensor& values, const Tensor& indices, const Tensor& x, int64_t dim, bool descending);
+// The k largest (smallest) elements of every row of x along dim, in order when sorted; values and
+// int64 indices have x's shape with k at dim. NaN counts as largest.
+using TopkFn = void(const Tensor& values, const Tensor& indices, const Tensor& x, int64_t dim, int64_t k, bool largest,
+                    bool sorted);
+
+RTX_KERNEL(sort_kernel, SortFn);
+RTX_KERNEL(topk_kernel, TopkFn);
+
+}  // namespace rtx::kernels
