@@ -6,7 +6,7 @@
 // and reduce split-K partial sums in float32; float64 computes in float64. Deterministic mode also
 // rules out the in-place split-K reduction, leaving only reductions done in a separate pass. One
 // handle per device, a workspace per device and stream, and the heuristic's algorithm cached per
-// problem. Integer products run a tiled kernel of their own (int_matmul.cu).
+// problem. Integer products run a tiled kernel of their own (linalg_int.cu).
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -28,7 +28,7 @@
 
 namespace rtx::cuda {
 
-void int_matmul(const Tensor& out, const Tensor& a, const Tensor& b);  // int_matmul.cu
+void int_matmul(const Tensor& out, const Tensor& a, const Tensor& b);  // linalg_int.cu
 
 namespace {
 
