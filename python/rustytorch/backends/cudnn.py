@@ -11,6 +11,7 @@ import sys
 import types
 
 from .. import _C
+from . import cuda as _cuda
 
 
 def is_available():
@@ -20,13 +21,9 @@ def is_available():
 class _CudnnModule(types.ModuleType):
     """This module, with allow_tf32 and deterministic as properties over the library's settings."""
 
-    @property
-    def allow_tf32(self):
-        return _C.get_float32_matmul_precision() != "highest"
-
-    @allow_tf32.setter
-    def allow_tf32(self, allow):
-        _C.set_float32_matmul_precision("high" if allow else "highest")
+    # The same setting as cuda.matmul.allow_tf32 (docs/pytorch_differences.md).
+    allow_tf32 = property(lambda self: _cuda.matmul.allow_tf32,
+                          lambda self, allow: setattr(_cuda.matmul, "allow_tf32", allow))
 
     @property
     def deterministic(self):

@@ -1,11 +1,10 @@
 """Convolution layers: Conv1d, Conv2d, ConvTranspose1d and ConvTranspose2d, with PyTorch's
 arguments (string padding, padding_mode, groups, dilation, output_padding), weight layouts,
 initialization and reprs."""
-import math
 
 from .. import _C
 from . import functional as F
-from . import init
+from .linear import reset_kaiming_uniform
 from .module import Module
 from .parameter import Parameter
 
@@ -62,12 +61,7 @@ class _ConvNd(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            if fan_in != 0:
-                bound = 1 / math.sqrt(fan_in)
-                init.uniform_(self.bias, -bound, bound)
+        reset_kaiming_uniform(self.weight, self.bias)
 
     def extra_repr(self):
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"

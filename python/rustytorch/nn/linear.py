@@ -18,6 +18,16 @@ class Identity(Module):
         return input
 
 
+def reset_kaiming_uniform(weight, bias):
+    """PyTorch's initialization of Linear and the convolutions: weight kaiming-uniform with
+    a = sqrt(5) (uniform on +-1/sqrt(fan_in)), bias uniform on +-1/sqrt(fan_in)."""
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = init._calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        init.uniform_(bias, -bound, bound)
+
+
 class Linear(Module):
     """y = x @ weight.T + bias, weight [out_features, in_features] (uniform in +-1/sqrt(in))."""
 
@@ -32,10 +42,7 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        reset_kaiming_uniform(self.weight, self.bias)
 
     def forward(self, input):
         return F.linear(input, self.weight, self.bias)

@@ -78,6 +78,13 @@ class BatchNorm2d(_BatchNorm):
     _input_dims = (4,)
 
 
+def _affine_parameters(module, shape, affine, bias, device, dtype):
+    """Registers the affine map of a normalization layer: weight (ones) when affine, bias (zeros)
+    when affine and bias; None for those left out."""
+    module.register_parameter("weight", Parameter(_C.ones(shape, device=device, dtype=dtype)) if affine else None)
+    module.register_parameter("bias", Parameter(_C.zeros(shape, device=device, dtype=dtype)) if affine and bias else None)
+
+
 def _shape_tuple(normalized_shape):
     return (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else tuple(normalized_shape)
 
@@ -87,14 +94,7 @@ class LayerNorm(Module):
         super().__init__()
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(_C.ones(self.normalized_shape, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
-        if elementwise_affine and bias:
-            self.bias = Parameter(_C.zeros(self.normalized_shape, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias, device, dtype)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -113,14 +113,7 @@ class GroupNorm(Module):
             raise _C.ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
                                 f"({num_groups})")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
-        if affine:
-            self.weight = Parameter(_C.ones(num_channels, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
-        if affine and bias:
-            self.bias = Parameter(_C.zeros(num_channels, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        _affine_parameters(self, num_channels, affine, bias, device, dtype)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)

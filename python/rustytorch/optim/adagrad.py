@@ -30,20 +30,13 @@ class Adagrad(Optimizer):
     @no_grad()
     def step(self, closure=None):
         loss = self._run_closure(closure)
-        for g in self.param_groups:
-            for p in g["params"]:
-                grad = p.grad
-                if grad is None:
-                    continue
-                state = self._init_state(p)
-                state["step"] += 1
-                if g["maximize"]:
-                    grad = -grad
-                if g["weight_decay"] != 0:
-                    grad = grad.add(p, alpha=g["weight_decay"])
-                clr = g["lr"] / (1 + (state["step"] - 1) * g["lr_decay"])
-                state_sum = state["sum"]
-                state_sum.addcmul_(grad, grad, value=1)
-                std = state_sum.sqrt().add_(g["eps"])
-                p.addcdiv_(grad, std, value=-clr)
+        for g, p, grad in self._params_with_grad():
+            state = self._init_state(p)
+            state["step"] += 1
+            grad = self._l2_gradient(g, p, grad)
+            clr = g["lr"] / (1 + (state["step"] - 1) * g["lr_decay"])
+            state_sum = state["sum"]
+            state_sum.addcmul_(grad, grad, value=1)
+            std = state_sum.sqrt().add_(g["eps"])
+            p.addcdiv_(grad, std, value=-clr)
         return loss

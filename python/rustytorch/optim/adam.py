@@ -20,22 +20,18 @@ class Adam(Optimizer):
     @no_grad()
     def step(self, closure=None):
         loss = self._run_closure(closure)
-        for g in self.param_groups:
-            for p in g["params"]:
-                grad = p.grad
-                if grad is None:
-                    continue
-                state = self.state[p]
-                step = state.get("step", 0) + 1
-                exp_avg, exp_avg_sq, max_exp_avg_sq = _C._adam_update(
-                    p, grad, state.get("exp_avg"), state.get("exp_avg_sq"), state.get("max_exp_avg_sq"), step,
-                    lr=g["lr"], betas=g["betas"], eps=g["eps"], weight_decay=g["weight_decay"],
-                    decoupled_weight_decay=self._decoupled, amsgrad=g["amsgrad"], maximize=g["maximize"])
-                state["step"] = step
-                state["exp_avg"] = exp_avg
-                state["exp_avg_sq"] = exp_avg_sq
-                if max_exp_avg_sq is not None:
-                    state["max_exp_avg_sq"] = max_exp_avg_sq
+        for g, p, grad in self._params_with_grad():
+            state = self.state[p]
+            step = state.get("step", 0) + 1
+            exp_avg, exp_avg_sq, max_exp_avg_sq = _C._adam_update(
+                p, grad, state.get("exp_avg"), state.get("exp_avg_sq"), state.get("max_exp_avg_sq"), step,
+                lr=g["lr"], betas=g["betas"], eps=g["eps"], weight_decay=g["weight_decay"],
+                decoupled_weight_decay=self._decoupled, amsgrad=g["amsgrad"], maximize=g["maximize"])
+            state["step"] = step
+            state["exp_avg"] = exp_avg
+            state["exp_avg_sq"] = exp_avg_sq
+            if max_exp_avg_sq is not None:
+                state["max_exp_avg_sq"] = max_exp_avg_sq
         return loss
 
 

@@ -69,6 +69,22 @@ class Optimizer:
     def step(self, closure=None):
         raise NotImplementedError
 
+    def _params_with_grad(self):
+        """(group, parameter, gradient) for every parameter that has a gradient, group by group."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    yield group, p, p.grad
+
+    @staticmethod
+    def _l2_gradient(group, p, grad):
+        """grad negated for maximize and with L2 weight decay added, as the non-decoupled rules take it."""
+        if group["maximize"]:
+            grad = -grad
+        if group["weight_decay"] != 0:
+            grad = grad.add(p, alpha=group["weight_decay"])
+        return grad
+
     @staticmethod
     def _run_closure(closure):
         """closure() with gradients enabled (step runs under no_grad, the closure calls backward), or None."""

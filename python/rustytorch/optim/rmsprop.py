@@ -17,38 +17,31 @@ class RMSprop(Optimizer):
     @no_grad()
     def step(self, closure=None):
         loss = self._run_closure(closure)
-        for g in self.param_groups:
+        for g, p, grad in self._params_with_grad():
             alpha, lr = g["alpha"], g["lr"]
-            for p in g["params"]:
-                grad = p.grad
-                if grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["step"] = 0
-                    state["square_avg"] = _C.zeros_like(p)
-                    if g["momentum"] > 0:
-                        state["momentum_buffer"] = _C.zeros_like(p)
-                    if g["centered"]:
-                        state["grad_avg"] = _C.zeros_like(p)
-                state["step"] += 1
-                if g["maximize"]:
-                    grad = -grad
-                if g["weight_decay"] != 0:
-                    grad = grad.add(p, alpha=g["weight_decay"])
-                square_avg = state["square_avg"]
-                square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
-                if g["centered"]:
-                    grad_avg = state["grad_avg"]
-                    grad_avg.lerp_(grad, 1 - alpha)
-                    avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
-                else:
-                    avg = square_avg.sqrt()
-                avg.add_(g["eps"])
+            state = self.state[p]
+            if not state:
+                state["step"] = 0
+                state["square_avg"] = _C.zeros_like(p)
                 if g["momentum"] > 0:
-                    buf = state["momentum_buffer"]
-                    buf.mul_(g["momentum"]).addcdiv_(grad, avg)
-                    p.add_(buf, alpha=-lr)
-                else:
-                    p.addcdiv_(grad, avg, value=-lr)
+                    state["momentum_buffer"] = _C.zeros_like(p)
+                if g["centered"]:
+                    state["grad_avg"] = _C.zeros_like(p)
+            state["step"] += 1
+            grad = self._l2_gradient(g, p, grad)
+            square_avg = state["square_avg"]
+            square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
+            if g["centered"]:
+                grad_avg = state["grad_avg"]
+                grad_avg.lerp_(grad, 1 - alpha)
+                avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
+            else:
+                avg = square_avg.sqrt()
+            avg.add_(g["eps"])
+            if g["momentum"] > 0:
+                buf = state["momentum_buffer"]
+                buf.mul_(g["momentum"]).addcdiv_(grad, avg)
+                p.add_(buf, alpha=-lr)
+            else:
+                p.addcdiv_(grad, avg, value=-lr)
         return loss

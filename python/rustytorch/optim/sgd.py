@@ -18,14 +18,10 @@ class SGD(Optimizer):
     @no_grad()
     def step(self, closure=None):
         loss = self._run_closure(closure)
-        for g in self.param_groups:
-            for p in g["params"]:
-                grad = p.grad
-                if grad is None:
-                    continue
-                buf = self.state[p].get("momentum_buffer") if g["momentum"] else None
-                buf = _C._sgd_update(p, grad, buf, lr=g["lr"], momentum=g["momentum"], dampening=g["dampening"],
-                                     weight_decay=g["weight_decay"], nesterov=g["nesterov"], maximize=g["maximize"])
-                if buf is not None:
-                    self.state[p]["momentum_buffer"] = buf
+        for g, p, grad in self._params_with_grad():
+            buf = self.state[p].get("momentum_buffer") if g["momentum"] else None
+            buf = _C._sgd_update(p, grad, buf, lr=g["lr"], momentum=g["momentum"], dampening=g["dampening"],
+                                 weight_decay=g["weight_decay"], nesterov=g["nesterov"], maximize=g["maximize"])
+            if buf is not None:
+                self.state[p]["momentum_buffer"] = buf
         return loss
