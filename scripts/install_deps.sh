@@ -14,8 +14,9 @@ fi
 required=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev
           libfmt-dev libspdlog-dev libopenblas-dev zlib1g-dev python3 pybind11-dev
           dataset-fashion-mnist bible-kjv)
-# Nice to have: the build works without them (hipcc: the AMD compile check of the CUDA sources).
-optional=(ccache python3-numpy hipcc)
+# Nice to have: the build works without them (libdnnl-dev: oneDNN's CPU convolutions; hipcc: the AMD
+# compile check of the CUDA sources).
+optional=(ccache python3-numpy libdnnl-dev hipcc)
 
 is_installed() {
   dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"

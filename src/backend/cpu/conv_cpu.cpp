@@ -2,7 +2,9 @@
 // col2im, the weight gradient im2col + GEMM accumulated over images (a 1x1, stride-1, unpadded kernel
 // uses the image itself as its column matrix). float16/bfloat16 run in float. Images run concurrently
 // on OpenMP threads with single-threaded GEMMs when there are enough of them; otherwise one after
-// another, each GEMM threaded by BLAS (never both thread pools at once).
+// another, each GEMM threaded by BLAS (never both thread pools at once). In a build with oneDNN,
+// float32 and bfloat16 convolutions go to oneDNN first (conv_onednn.cpp), and these kernels compute
+// the cases it does not take.
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -12,6 +14,11 @@
 #include "backend/cpu/register.h"
 #include "dispatch/conv.h"
 #include "ops/internal.h"
+#include "rtx/config.h"
+
+#if RTX_WITH_ONEDNN
+#include "backend/cpu/conv_onednn.h"
+#endif
 
 namespace rtx::cpu {
 
@@ -244,6 +251,9 @@ void dispatch_blas(DType t, const F& f) {
 }
 
 void conv2d_cpu(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
+#if RTX_WITH_ONEDNN
+  if (onednn_conv2d(out, x, weight, bias, p)) return;
+#endif
   const ConvGeometry g = geometry_of(x.sizes(), weight.sizes(), out.sizes(), p);
   in_blas_type(out, {x, weight, bias}, [&](const Tensor& o, const TensorList& in) {
     dispatch_blas(o.dtype(), [&](auto zero) {
@@ -255,6 +265,9 @@ void conv2d_cpu(const Tensor& out, const Tensor& x, const Tensor& weight, const 
 
 void conv2d_backward_input_cpu(const Tensor& grad_x, const Tensor& grad_out, const Tensor& weight,
                                const Conv2dParams& p) {
+#if RTX_WITH_ONEDNN
+  if (onednn_conv2d_backward_input(grad_x, grad_out, weight, p)) return;
+#endif
   const ConvGeometry g = geometry_of(grad_x.sizes(), weight.sizes(), grad_out.sizes(), p);
   in_blas_type(grad_x, {grad_out, weight}, [&](const Tensor& gx, const TensorList& in) {
     dispatch_blas(gx.dtype(), [&](auto zero) {
@@ -265,6 +278,9 @@ void conv2d_backward_input_cpu(const Tensor& grad_x, const Tensor& grad_out, con
 }
 
 void conv2d_backward_weight_cpu(const Tensor& grad_w, const Tensor& grad_out, const Tensor& x, const Conv2dParams& p) {
+#if RTX_WITH_ONEDNN
+  if (onednn_conv2d_backward_weight(grad_w, grad_out, x, p)) return;
+#endif
   const ConvGeometry g = geometry_of(x.sizes(), grad_w.sizes(), grad_out.sizes(), p);
   in_blas_type(grad_w, {grad_out, x}, [&](const Tensor& gw, const TensorList& in) {
     dispatch_blas(gw.dtype(), [&](auto zero) {

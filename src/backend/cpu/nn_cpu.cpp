@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/parallel.h"
@@ -50,6 +51,63 @@ void with_stride(int64_t stride, const F& f) {
     f(Unit{});
   else
     f(stride);
+}
+
+// Sums of f(k) = (a, b) over k in [0, n) in double, kept in kLanes partial sums per quantity: one
+// running sum would make the loop wait on each add, independent lanes let it vectorize. Lanes combine
+// in a fixed order, so results depend only on the data.
+class PairSums {
+ public:
+  template <typename F>
+  void add(int64_t n, const F& f) {
+    int64_t k = 0;
+    for (; k + kLanes <= n; k += kLanes) {
+      for (int64_t l = 0; l < kLanes; ++l) {
+        const auto [va, vb] = f(k + l);
+        a_[l] += va;
+        b_[l] += vb;
+      }
+    }
+    for (int64_t l = 0; k < n; ++k, ++l) {
+      const auto [va, vb] = f(k);
+      a_[l] += va;
+      b_[l] += vb;
+    }
+  }
+  double a() const { return total(a_); }
+  double b() const { return total(b_); }
+
+ private:
+  static constexpr int64_t kLanes = 16;
+  static double total(const std::array<double, kLanes>& v) {
+    double t = 0;
+    for (double x : v) t += x;
+    return t;
+  }
+  std::array<double, kLanes> a_{}, b_{};
+};
+
+// The mean and biased variance of value(k) over k in [0, n) in one pass: sums of d = value - shift and
+// d^2 with the first value as the shift, which keeps (sum d)^2 / n from cancelling against sum d^2
+// when the mean is large against the spread. Runs add value(k) for k in [0, len) of each run.
+struct Moments {
+  double mean, var;
+};
+template <typename Runs>
+Moments shifted_moments_of_runs(int64_t count, double shift, const Runs& runs) {
+  PairSums sums;
+  runs([&](int64_t len, const auto& value) {
+    sums.add(len, [&](int64_t k) {
+      const double d = value(k) - shift;
+      return std::pair<double, double>{d, d * d};
+    });
+  });
+  const double n = static_cast<double>(count), s1 = sums.a();
+  return {shift + s1 / n, std::max(0.0, (sums.b() - s1 * s1 / n) / n)};
+}
+template <typename F>
+Moments shifted_moments(int64_t n, const F& value) {
+  return shifted_moments_of_runs(n, n > 0 ? value(0) : 0.0, [&](const auto& run) { run(n, value); });
 }
 
 template <typename T, typename S>
@@ -180,15 +238,8 @@ void layer_norm_impl(const Tensor& out, const Tensor& mean, const Tensor& rstd, 
   parallel_for(m, grain_for(n), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const T* xr = xp + i * n;
-      double s = 0;
-      for (int64_t j = 0; j < n; ++j) s += static_cast<acc_t>(xr[j]);
-      const double mu = s / static_cast<double>(n);
-      double v = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        const double d = static_cast<acc_t>(xr[j]) - mu;
-        v += d * d;
-      }
-      const double r = 1.0 / std::sqrt(v / static_cast<double>(n) + eps);
+      const auto [mu, var] = shifted_moments(n, [&](int64_t j) { return static_cast<double>(static_cast<acc_t>(xr[j])); });
+      const double r = 1.0 / std::sqrt(var + eps);
       mp[i] = static_cast<acc_t>(mu);
       rp[i] = static_cast<acc_t>(r);
       const acc_t mu_a = static_cast<acc_t>(mu), r_a = static_cast<acc_t>(r);
@@ -248,14 +299,13 @@ void layer_norm_backward_impl(const Tensor& grad_x, const Tensor& grad_weight, c
         const T* xr = xp + i * n;
         const acc_t mu = mp[i], r = rp[i];
         // grad_x = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat)), gxhat = g * weight
-        double s1 = 0, s2 = 0;
-        for (int64_t j = 0; j < n; ++j) {
+        PairSums sums;
+        sums.add(n, [&](int64_t j) {
           const acc_t gh = static_cast<acc_t>(gr[j]) * (w ? static_cast<acc_t>(w[j]) : acc_t(1));
-          s1 += gh;
-          s2 += gh * (static_cast<acc_t>(xr[j]) - mu) * r;
-        }
-        const acc_t c1 = static_cast<acc_t>(s1 / static_cast<double>(n));
-        const acc_t c2 = static_cast<acc_t>(s2 / static_cast<double>(n));
+          return std::pair<double, double>{gh, gh * (static_cast<acc_t>(xr[j]) - mu) * r};
+        });
+        const acc_t c1 = static_cast<acc_t>(sums.a() / static_cast<double>(n));
+        const acc_t c2 = static_cast<acc_t>(sums.b() / static_cast<double>(n));
         T* gxr = gx + i * n;
         for (int64_t j = 0; j < n; ++j) {
           const acc_t gh = static_cast<acc_t>(gr[j]) * (w ? static_cast<acc_t>(w[j]) : acc_t(1));
@@ -313,20 +363,14 @@ void batch_norm_stats_impl(const Tensor& mean, const Tensor& var, const Tensor& 
   acc_t* vp = var.data_ptr<acc_t>();
   parallel_for(l.channels, grain_for(l.count()), [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) {
-      double s = 0;
-      l.for_runs(c, [&](int64_t off) {
-        for (int64_t k = 0; k < l.spatial; ++k) s += static_cast<acc_t>(xp[off + k]);
+      const double shift = l.count() > 0 ? static_cast<double>(static_cast<acc_t>(xp[c * l.spatial])) : 0.0;
+      const Moments m = shifted_moments_of_runs(l.count(), shift, [&](const auto& run) {
+        l.for_runs(c, [&](int64_t off) {
+          run(l.spatial, [&](int64_t k) { return static_cast<double>(static_cast<acc_t>(xp[off + k])); });
+        });
       });
-      const double mu = s / static_cast<double>(l.count());
-      double v = 0;
-      l.for_runs(c, [&](int64_t off) {
-        for (int64_t k = 0; k < l.spatial; ++k) {
-          const double d = static_cast<acc_t>(xp[off + k]) - mu;
-          v += d * d;
-        }
-      });
-      mp[c] = static_cast<acc_t>(mu);
-      vp[c] = static_cast<acc_t>(v / static_cast<double>(l.count()));
+      mp[c] = static_cast<acc_t>(m.mean);
+      vp[c] = static_cast<acc_t>(m.var);
     }
   });
 }
@@ -372,14 +416,14 @@ void batch_norm_backward_impl(const Tensor& grad_x, const Tensor& grad_weight, c
   parallel_for(l.channels, grain_for(l.count()), [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) {
       const acc_t mu = mp[c], is = ip[c];
-      double sum_g = 0, sum_gxhat = 0;
+      PairSums sums;
       l.for_runs(c, [&](int64_t off) {
-        for (int64_t k = 0; k < l.spatial; ++k) {
+        sums.add(l.spatial, [&](int64_t k) {
           const acc_t gv = static_cast<acc_t>(gp[off + k]);
-          sum_g += gv;
-          sum_gxhat += gv * (static_cast<acc_t>(xp[off + k]) - mu) * is;
-        }
+          return std::pair<double, double>{gv, gv * (static_cast<acc_t>(xp[off + k]) - mu) * is};
+        });
       });
+      const double sum_g = sums.a(), sum_gxhat = sums.b();
       if (gw) gw[c] = static_cast<T>(sum_gxhat);
       if (gb) gb[c] = static_cast<T>(sum_g);
       if (!gx) continue;

@@ -2,9 +2,12 @@
 // backward writes only into its own plane). Sums, divisions and comparisons run in opmath (float for
 // the 16-bit floats); max pooling propagates NaN like PyTorch.
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
@@ -54,40 +57,117 @@ Span max_span(int64_t o, int64_t k, int64_t stride, int64_t pad, int64_t dilatio
   return {lo, hi, dilation};
 }
 
-// out, indices = the max of every window and where it is.
+// take ? a : b through bit masks: compilers turn a plain ?: on data-dependent conditions into branches.
 template <typename T>
-void max_pool(const Tensor& out, const Tensor& indices, const Tensor& x, const Pool2dParams& p) {
+T select(bool take, T a, T b) {
+  using U = std::conditional_t<sizeof(T) == 8, uint64_t,
+                               std::conditional_t<sizeof(T) == 4, uint32_t, std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t>>>;
+  static_assert(sizeof(U) == sizeof(T), "select: no integer type of this size");
+  U ua, ub;
+  std::memcpy(&ua, &a, sizeof(T));
+  std::memcpy(&ub, &b, sizeof(T));
+  const U mask = static_cast<U>(U(0) - static_cast<U>(take));
+  const U r = static_cast<U>((ua & mask) | (ub & static_cast<U>(~mask)));
+  T out;
+  std::memcpy(&out, &r, sizeof(T));
+  return out;
+}
+
+// Folds input columns ow * stride + off of one input row, whose first element is at flat plane
+// offset base, into the running maxima (values bv, positions bi) of output columns [lo, hi). A
+// compile-time stride lets the compiler vectorize the strided loads.
+template <typename T, typename Acc, typename Pos, typename Stride>
+void fold_column(const T* __restrict row, Acc* __restrict bv, Pos* __restrict bi, int64_t lo, int64_t hi, int64_t off,
+                 int64_t base, Stride stride) {
+  constexpr bool kFloat = !std::is_integral_v<Acc>;
+  for (int64_t ow = lo; ow < hi; ++ow) {
+    const int64_t iw = ow * stride + off;
+    const Acc v = static_cast<Acc>(row[iw]);
+    const bool take = (v > bv[ow]) | (kFloat && v != v);
+    bv[ow] = select(take, v, bv[ow]);
+    bi[ow] = select(take, static_cast<Pos>(base + iw), bi[ow]);
+  }
+}
+
+// Calls f(stride) with a compile-time stride for the common strides 1 and 2.
+template <typename F>
+void with_stride(int64_t stride, const F& f) {
+  if (stride == 1)
+    f(std::integral_constant<int64_t, 1>{});
+  else if (stride == 2)
+    f(std::integral_constant<int64_t, 2>{});
+  else
+    f(stride);
+}
+
+// out, indices = the max of every window and where it is, Pos holding positions within a plane. A
+// plane's outputs keep running maxima in a buffer and take each window's offsets one after another,
+// each as one pass over an output row written without data-dependent branches (on random data a
+// compare-and-branch per element mispredicts half the time). The offsets go in the window's
+// row-major order, so ties keep the first position and a NaN the last one, as a scan of each window
+// would.
+template <typename T, typename Pos>
+void max_pool_planes(const Tensor& out, const Tensor& indices, const Tensor& x, const Pool2dParams& p) {
   using Acc = detail::opmath_t<T>;
   constexpr bool kFloat = !std::is_integral_v<Acc>;
+  const Acc lowest = kFloat ? -std::numeric_limits<Acc>::infinity() : std::numeric_limits<Acc>::lowest();
   const Planes g = planes_of(x, out);
   const T* in = data<const T>(x);
   T* o = data<T>(out);
   int64_t* idx = data<int64_t>(indices);
-  for_each_plane(g.count, g.out_size() * p.kernel[0] * p.kernel[1], [&](int64_t plane) {
-    const T* ip = in + plane * g.in_size();
-    T* op = o + plane * g.out_size();
-    int64_t* xp = idx + plane * g.out_size();
-    for (int64_t oh = 0; oh < g.oh; ++oh) {
-      const Span hs = max_span(oh, p.kernel[0], p.stride[0], p.padding[0], p.dilation[0], g.h);
-      for (int64_t ow = 0; ow < g.ow; ++ow) {
-        const Span ws = max_span(ow, p.kernel[1], p.stride[1], p.padding[1], p.dilation[1], g.w);
-        // A window that covers no input element (possible with dilation) keeps -inf and index -1.
-        int64_t best = hs.lo < hs.hi && ws.lo < ws.hi ? hs.lo * g.w + ws.lo : -1;
-        Acc best_value = kFloat ? -std::numeric_limits<Acc>::infinity() : std::numeric_limits<Acc>::lowest();
-        for (int64_t ih = hs.lo; ih < hs.hi; ih += hs.step) {
-          for (int64_t iw = ws.lo; iw < ws.hi; iw += ws.step) {
-            const Acc v = static_cast<Acc>(ip[ih * g.w + iw]);
-            if (v > best_value || (kFloat && v != v)) {
-              best_value = v;
-              best = ih * g.w + iw;
-            }
+  // Per output column, the first input column its window reads (-1: none); per window column j, the
+  // output columns [lo, hi) whose column j lies inside the input.
+  std::vector<int64_t> first_w(static_cast<size_t>(g.ow));
+  for (int64_t ow = 0; ow < g.ow; ++ow) {
+    const Span ws = max_span(ow, p.kernel[1], p.stride[1], p.padding[1], p.dilation[1], g.w);
+    first_w[ow] = ws.lo < ws.hi ? ws.lo : -1;
+  }
+  std::vector<std::pair<int64_t, int64_t>> cols(static_cast<size_t>(p.kernel[1]));
+  for (int64_t j = 0; j < p.kernel[1]; ++j) {
+    const int64_t off = j * p.dilation[1] - p.padding[1];
+    const int64_t lo = off >= 0 ? 0 : (-off + p.stride[1] - 1) / p.stride[1];
+    const int64_t hi = off >= g.w ? 0 : std::min(g.ow, (g.w - 1 - off) / p.stride[1] + 1);
+    cols[j] = {std::min(lo, hi), hi};
+  }
+  const int64_t w = g.w, ow_count = g.ow, in_size = g.in_size(), out_size = g.out_size();
+  const int64_t work = out_size * p.kernel[0] * p.kernel[1];
+  with_stride(p.stride[1], [&](auto sw) {
+    parallel_for(g.count, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, work)), [&](int64_t b, int64_t e) {
+      std::vector<Acc> best_value(static_cast<size_t>(out_size));
+      std::vector<Pos> best(static_cast<size_t>(out_size));
+      for (int64_t plane = b; plane < e; ++plane) {
+        const T* ip = in + plane * in_size;
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+          const Span hs = max_span(oh, p.kernel[0], p.stride[0], p.padding[0], p.dilation[0], g.h);
+          Acc* bv = best_value.data() + oh * ow_count;
+          Pos* bi = best.data() + oh * ow_count;
+          for (int64_t ow = 0; ow < ow_count; ++ow) {
+            bv[ow] = lowest;
+            bi[ow] = static_cast<Pos>(hs.lo < hs.hi && first_w[ow] >= 0 ? hs.lo * w + first_w[ow] : -1);
           }
+          for (int64_t ih = hs.lo; ih < hs.hi; ih += hs.step)
+            for (int64_t j = 0; j < p.kernel[1]; ++j)
+              fold_column(ip + ih * w, bv, bi, cols[j].first, cols[j].second, j * p.dilation[1] - p.padding[1], ih * w,
+                          sw);
         }
-        op[oh * g.ow + ow] = static_cast<T>(best_value);
-        xp[oh * g.ow + ow] = best;
+        T* op = o + plane * out_size;
+        int64_t* xp = idx + plane * out_size;
+        for (int64_t i = 0; i < out_size; ++i) {
+          op[i] = static_cast<T>(best_value[i]);
+          xp[i] = best[i];
+        }
       }
-    }
+    });
   });
+}
+
+// Positions within a plane are kept in 32 bits when a plane is small enough: half the index work.
+template <typename T>
+void max_pool(const Tensor& out, const Tensor& indices, const Tensor& x, const Pool2dParams& p) {
+  if (x.size(2) * x.size(3) <= std::numeric_limits<int32_t>::max())
+    max_pool_planes<T, int32_t>(out, indices, x, p);
+  else
+    max_pool_planes<T, int64_t>(out, indices, x, p);
 }
 
 // grad_x = grad_out summed into the max positions.
