@@ -14,7 +14,7 @@ FAILED=0
 HAVE_HIPCUB=0
 echo '#include <hipcub/hipcub.hpp>' | hipcc -x hip -fsyntax-only - 2> /dev/null && HAVE_HIPCUB=1
 for src in kernels/cuda/*.cu kernels/cuda/*.cpp src/backend/cuda/*.cpp; do
-  case "$src" in */unavailable.cpp | */caching_allocator.cpp | */kernels/cuda/linalg.cpp | */kernels/cuda/conv.cpp) continue ;; esac
+  case "$src" in */unavailable.cpp | */caching_allocator.cpp | */cuda/linalg.cpp | */cuda/conv.cpp) continue ;; esac
   if [[ $HAVE_HIPCUB == 0 ]] && grep -q "RTX_CUB_HEADER" "$src"; then
     echo "skip  $src (needs hipCUB, which this system does not have)"
     continue
