@@ -1,5 +1,5 @@
 // CUDA kernels of the class-index losses: cross_entropy fused over the softmax, and nll_loss,
-// forward and backward. Semantics follow src/backend/cpu/nn_cpu.cpp.
+// forward and backward. Semantics follow src/backend/cpu/loss_cpu.cpp.
 //
 // The cross_entropy forward reads the logits once: each row's online softmax statistics give its
 // log-sum-exp, the loss at the target and the label-smoothing term; the backward writes

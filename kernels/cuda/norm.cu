@@ -1,5 +1,5 @@
 // CUDA kernels of layer and batch normalization, forward and backward. Semantics follow
-// src/backend/cpu/nn_cpu.cpp.
+// src/backend/cpu/norm_cpu.cpp.
 //
 // layer_norm keeps each row in registers when it fits (one read, one write, two-pass statistics
 // from the registers) and otherwise streams the row three times. Its weight and bias gradients,

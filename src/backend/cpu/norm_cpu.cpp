@@ -1,0 +1,275 @@
+// CPU kernels of the normalization family: layer norm and batch norm, forward and backward.
+// Elementwise math runs in the opmath type (float for 16-bit floats); statistics and gradient sums
+// accumulate in double, in fixed blocks combined in order, so results never depend on the thread
+// count.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/nn_rows.h"
+#include "backend/cpu/parallel.h"
+#include "backend/cpu/register.h"
+#include "core/dtype_dispatch.h"
+#include "dispatch/norm.h"
+
+namespace rtx::cpu {
+namespace {
+
+using namespace rows;
+using detail::opmath_t;
+
+// ---- layer norm ---------------------------------------------------------------------------------
+
+template <typename T>
+void layer_norm_impl(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                     const Tensor& bias, int64_t m, int64_t n, double eps) {
+  using acc_t = opmath_t<T>;
+  T* o = out.data_ptr<T>();
+  acc_t* mp = mean.data_ptr<acc_t>();
+  acc_t* rp = rstd.data_ptr<acc_t>();
+  const T* xp = x.data_ptr<T>();
+  const T* w = optional_data<T>(weight);
+  const T* b = optional_data<T>(bias);
+  parallel_for(m, grain_for(n), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const T* xr = xp + i * n;
+      const auto [mu, var] = shifted_moments(n, [&](int64_t j) { return static_cast<double>(static_cast<acc_t>(xr[j])); });
+      const double r = 1.0 / std::sqrt(var + eps);
+      mp[i] = static_cast<acc_t>(mu);
+      rp[i] = static_cast<acc_t>(r);
+      const acc_t mu_a = static_cast<acc_t>(mu), r_a = static_cast<acc_t>(r);
+      T* orow = o + i * n;
+      for (int64_t j = 0; j < n; ++j) {
+        acc_t y = (static_cast<acc_t>(xr[j]) - mu_a) * r_a;
+        if (w) y *= static_cast<acc_t>(w[j]);
+        if (b) y += static_cast<acc_t>(b[j]);
+        orow[j] = static_cast<T>(y);
+      }
+    }
+  });
+}
+
+// Sums f(row, col) over rows for every column into the defined outputs (a, b), parallel over column
+// blocks so that every column is summed by one thread in row order.
+template <typename T, typename F>
+void column_sums(T* a, T* b, int64_t rows, int64_t cols, const F& f) {
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks = (cols + kBlock - 1) / kBlock;
+  parallel_for(blocks, grain_for(rows * kBlock), [&](int64_t begin, int64_t end) {
+    std::array<double, kBlock> sa, sb;
+    for (int64_t blk = begin; blk < end; ++blk) {
+      const int64_t j0 = blk * kBlock, len = std::min(kBlock, cols - j0);
+      std::fill(sa.begin(), sa.end(), 0.0);
+      std::fill(sb.begin(), sb.end(), 0.0);
+      for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t j = 0; j < len; ++j) {
+          const auto [va, vb] = f(i, j0 + j);
+          sa[j] += va;
+          sb[j] += vb;
+        }
+      }
+      for (int64_t j = 0; j < len; ++j) {
+        if (a) a[j0 + j] = static_cast<T>(sa[j]);
+        if (b) b[j0 + j] = static_cast<T>(sb[j]);
+      }
+    }
+  });
+}
+
+template <typename T>
+void layer_norm_backward_impl(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& g,
+                              const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t m,
+                              int64_t n) {
+  using acc_t = opmath_t<T>;
+  const T* gp = g.data_ptr<T>();
+  const T* xp = x.data_ptr<T>();
+  const acc_t* mp = mean.data_ptr<acc_t>();
+  const acc_t* rp = rstd.data_ptr<acc_t>();
+  const T* w = optional_data<T>(weight);
+  if (grad_x.defined()) {
+    T* gx = grad_x.data_ptr<T>();
+    parallel_for(m, grain_for(n), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const T* gr = gp + i * n;
+        const T* xr = xp + i * n;
+        const acc_t mu = mp[i], r = rp[i];
+        // grad_x = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat)), gxhat = g * weight
+        PairSums sums;
+        sums.add(n, [&](int64_t j) {
+          const acc_t gh = static_cast<acc_t>(gr[j]) * (w ? static_cast<acc_t>(w[j]) : acc_t(1));
+          return std::pair<double, double>{gh, gh * (static_cast<acc_t>(xr[j]) - mu) * r};
+        });
+        const acc_t c1 = static_cast<acc_t>(sums.a() / static_cast<double>(n));
+        const acc_t c2 = static_cast<acc_t>(sums.b() / static_cast<double>(n));
+        T* gxr = gx + i * n;
+        for (int64_t j = 0; j < n; ++j) {
+          const acc_t gh = static_cast<acc_t>(gr[j]) * (w ? static_cast<acc_t>(w[j]) : acc_t(1));
+          const acc_t xh = (static_cast<acc_t>(xr[j]) - mu) * r;
+          gxr[j] = static_cast<T>(r * (gh - c1 - xh * c2));
+        }
+      }
+    });
+  }
+  if (grad_weight.defined() || grad_bias.defined()) {
+    T* gw = grad_weight.defined() ? grad_weight.data_ptr<T>() : nullptr;
+    T* gb = grad_bias.defined() ? grad_bias.data_ptr<T>() : nullptr;
+    column_sums(gw, gb, m, n, [&](int64_t i, int64_t j) {
+      const acc_t gv = static_cast<acc_t>(gp[i * n + j]);
+      return std::pair<double, double>{gv * (static_cast<acc_t>(xp[i * n + j]) - mp[i]) * rp[i], gv};
+    });
+  }
+}
+
+void layer_norm_cpu(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                    const Tensor& bias, int64_t m, int64_t n, double eps) {
+  RTX_DISPATCH_FLOATS(x.dtype(), "layer_norm",
+                      [&] { layer_norm_impl<scalar_t>(out, mean, rstd, x, weight, bias, m, n, eps); });
+}
+
+void layer_norm_backward_cpu(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& g,
+                             const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t m,
+                             int64_t n) {
+  RTX_DISPATCH_FLOATS(x.dtype(), "layer_norm_backward", [&] {
+    layer_norm_backward_impl<scalar_t>(grad_x, grad_weight, grad_bias, g, x, mean, rstd, weight, m, n);
+  });
+}
+
+// ---- batch norm ---------------------------------------------------------------------------------
+
+// x as [batch, channels, spatial].
+struct ChannelLayout {
+  int64_t batch, channels, spatial;
+  explicit ChannelLayout(const Tensor& x)
+      : batch(x.size(0)), channels(x.size(1)), spatial(x.numel() == 0 ? 0 : x.numel() / (x.size(0) * x.size(1))) {}
+  int64_t count() const { return batch * spatial; }
+  // f(offset) for the start of every contiguous run of channel c.
+  template <typename F>
+  void for_runs(int64_t c, const F& f) const {
+    for (int64_t b = 0; b < batch; ++b) f((b * channels + c) * spatial);
+  }
+};
+
+template <typename T>
+void batch_norm_stats_impl(const Tensor& mean, const Tensor& var, const Tensor& x) {
+  using acc_t = opmath_t<T>;
+  const ChannelLayout l(x);
+  const T* xp = x.data_ptr<T>();
+  acc_t* mp = mean.data_ptr<acc_t>();
+  acc_t* vp = var.data_ptr<acc_t>();
+  parallel_for(l.channels, grain_for(l.count()), [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      const double shift = l.count() > 0 ? static_cast<double>(static_cast<acc_t>(xp[c * l.spatial])) : 0.0;
+      const Moments m = shifted_moments_of_runs(l.count(), shift, [&](const auto& run) {
+        l.for_runs(c, [&](int64_t off) {
+          run(l.spatial, [&](int64_t k) { return static_cast<double>(static_cast<acc_t>(xp[off + k])); });
+        });
+      });
+      mp[c] = static_cast<acc_t>(m.mean);
+      vp[c] = static_cast<acc_t>(m.var);
+    }
+  });
+}
+
+template <typename T>
+void batch_norm_apply_impl(const Tensor& out, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                           const Tensor& weight, const Tensor& bias) {
+  using acc_t = opmath_t<T>;
+  const ChannelLayout l(x);
+  const T* xp = x.data_ptr<T>();
+  T* o = out.data_ptr<T>();
+  const acc_t* mp = mean.data_ptr<acc_t>();
+  const acc_t* ip = invstd.data_ptr<acc_t>();
+  const T* w = optional_data<T>(weight);
+  const T* b = optional_data<T>(bias);
+  // One task per (batch, channel) run: out = x * scale + shift.
+  parallel_for(l.batch * l.channels, grain_for(l.spatial), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t c = r % l.channels;
+      const acc_t scale = ip[c] * (w ? static_cast<acc_t>(w[c]) : acc_t(1));
+      const acc_t shift = (b ? static_cast<acc_t>(b[c]) : acc_t(0)) - mp[c] * scale;
+      const T* xr = xp + r * l.spatial;
+      T* orow = o + r * l.spatial;
+      for (int64_t k = 0; k < l.spatial; ++k) orow[k] = static_cast<T>(static_cast<acc_t>(xr[k]) * scale + shift);
+    }
+  });
+}
+
+template <typename T>
+void batch_norm_backward_impl(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& g,
+                              const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                              bool batch_stats) {
+  using acc_t = opmath_t<T>;
+  const ChannelLayout l(x);
+  const T* gp = g.data_ptr<T>();
+  const T* xp = x.data_ptr<T>();
+  const acc_t* mp = mean.data_ptr<acc_t>();
+  const acc_t* ip = invstd.data_ptr<acc_t>();
+  const T* w = optional_data<T>(weight);
+  T* gx = grad_x.defined() ? grad_x.data_ptr<T>() : nullptr;
+  T* gw = grad_weight.defined() ? grad_weight.data_ptr<T>() : nullptr;
+  T* gb = grad_bias.defined() ? grad_bias.data_ptr<T>() : nullptr;
+  parallel_for(l.channels, grain_for(l.count()), [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      const acc_t mu = mp[c], is = ip[c];
+      PairSums sums;
+      l.for_runs(c, [&](int64_t off) {
+        sums.add(l.spatial, [&](int64_t k) {
+          const acc_t gv = static_cast<acc_t>(gp[off + k]);
+          return std::pair<double, double>{gv, gv * (static_cast<acc_t>(xp[off + k]) - mu) * is};
+        });
+      });
+      const double sum_g = sums.a(), sum_gxhat = sums.b();
+      if (gw) gw[c] = static_cast<T>(sum_gxhat);
+      if (gb) gb[c] = static_cast<T>(sum_g);
+      if (!gx) continue;
+      // grad_x = w * invstd * (g - mean(g) - xhat * mean(g * xhat)) with batch statistics; the
+      // running statistics of evaluation mode are constants: grad_x = w * invstd * g.
+      const acc_t scale = is * (w ? static_cast<acc_t>(w[c]) : acc_t(1));
+      const double count = static_cast<double>(l.count());
+      const acc_t c1 = batch_stats ? static_cast<acc_t>(sum_g / count) : acc_t(0);
+      const acc_t c2 = batch_stats ? static_cast<acc_t>(sum_gxhat / count) : acc_t(0);
+      l.for_runs(c, [&](int64_t off) {
+        for (int64_t k = 0; k < l.spatial; ++k) {
+          const acc_t xh = (static_cast<acc_t>(xp[off + k]) - mu) * is;
+          gx[off + k] = static_cast<T>(scale * (static_cast<acc_t>(gp[off + k]) - c1 - xh * c2));
+        }
+      });
+    }
+  });
+}
+
+void batch_norm_stats_cpu(const Tensor& mean, const Tensor& var, const Tensor& x) {
+  RTX_DISPATCH_FLOATS(x.dtype(), "batch_norm", [&] { batch_norm_stats_impl<scalar_t>(mean, var, x); });
+}
+
+void batch_norm_apply_cpu(const Tensor& out, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                          const Tensor& weight, const Tensor& bias) {
+  RTX_DISPATCH_FLOATS(x.dtype(), "batch_norm",
+                      [&] { batch_norm_apply_impl<scalar_t>(out, x, mean, invstd, weight, bias); });
+}
+
+void batch_norm_backward_cpu(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& g,
+                             const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                             bool batch_stats) {
+  RTX_DISPATCH_FLOATS(x.dtype(), "batch_norm_backward", [&] {
+    batch_norm_backward_impl<scalar_t>(grad_x, grad_weight, grad_bias, g, x, mean, invstd, weight, batch_stats);
+  });
+}
+
+}  // namespace
+
+void register_norm_kernels() {
+  using namespace kernels;
+  layer_norm_kernel.set(kCPU, layer_norm_cpu);
+  layer_norm_backward_kernel.set(kCPU, layer_norm_backward_cpu);
+  batch_norm_stats_kernel.set(kCPU, batch_norm_stats_cpu);
+  batch_norm_apply_kernel.set(kCPU, batch_norm_apply_cpu);
+  batch_norm_backward_kernel.set(kCPU, batch_norm_backward_cpu);
+}
+
+}  // namespace rtx::cpu
