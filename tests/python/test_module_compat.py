@@ -275,7 +275,7 @@ def test_backward_hook_without_input_gradients():
     assert seen == [((None,), (4, 2))]
 
 
-def test_module_reprs_and_deepcopy_keep_structure():
+def test_deepcopy_keeps_tied_weights():
     model = TiedLM()
     twin = copy.deepcopy(model)
     assert twin.wte.weight is twin.lm_head.weight
