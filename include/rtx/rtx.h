@@ -1,6 +1,8 @@
 // The whole public C++ API: #include <rtx/rtx.h>
 #pragma once
 
+#include "rtx/amp.h"
+#include "rtx/autocast.h"
 #include "rtx/autograd.h"
 #include "rtx/config.h"
 #include "rtx/cuda.h"

@@ -1,47 +1,95 @@
 // One element of the fused Adam/AdamW update, shared by the CPU and CUDA kernels: PyTorch's rule
 // (maximize, L2 or decoupled weight decay, moment updates, AMSGrad, bias-corrected step) computed in
-// the opmath type, each tensor read and written once.
+// the opmath type, each tensor read and written once. With master weights the update runs on the
+// float32 master copy and the (float16/bfloat16) parameter receives it rounded; with a gradient
+// scale the gradient is unscaled first and stored unscaled, as PyTorch's fused kernels do.
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/common/opmath.h"
 #include "rtx/export.h"
 
 namespace rtx::kernels {
 
+// base^n by repeated squaring: the same double operations on every device, so that a bias
+// correction computed on the host (step counts kept by the host) and one computed on the device
+// (step counts kept in tensors) agree to the bit.
+RTX_INLINE double integer_power(double base, int64_t n) {
+  double result = 1.0;
+  while (n > 0) {
+    if (n & 1) result *= base;
+    base *= base;
+    n >>= 1;
+  }
+  return result;
+}
+
+// Values a step reads from memory instead of taking them from the host (null when unused): the
+// learning rate, the scale every gradient is divided by, and the flag that turns the whole step into
+// a no-op (a GradScaler's found_inf).
+struct StepScalars {
+  const double* lr = nullptr;
+  const float* grad_scale = nullptr;
+  const float* found_inf = nullptr;
+};
+
 // The scalars of one update; bias_correction1 = 1 - beta1^step, bias_correction2_sqrt = sqrt(1 - beta2^step).
 struct AdamStep {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled_weight_decay, maximize;
   double bias_correction1, bias_correction2_sqrt;
+
+  // Sets the bias corrections of the step that `step` counts (this update included).
+  RTX_INLINE void set_step(double step) {
+    const auto n = static_cast<int64_t>(step);
+    bias_correction1 = 1 - integer_power(beta1, n);
+    bias_correction2_sqrt = std::sqrt(1 - integer_power(beta2, n));
+  }
 };
 
-// max_exp_avg_sq is null without AMSGrad.
-template <typename T>
-RTX_INLINE void adam_step_element(T* param, const T* grad, T* exp_avg, T* exp_avg_sq, T* max_exp_avg_sq, int64_t i,
-                                  const AdamStep& s) {
-  using A = detail::opmath_t<T>;
-  A p = static_cast<A>(param[i]);
-  A g = static_cast<A>(grad[i]);
+// The tensors of one parameter: T is the parameter's and gradient's type, S the state's (float with
+// master weights, else T). master is null without master weights, max_exp_avg_sq without AMSGrad.
+template <typename T, typename S>
+struct AdamPointers {
+  T* param;
+  T* grad;
+  S* master;
+  S* exp_avg;
+  S* exp_avg_sq;
+  S* max_exp_avg_sq;
+};
+
+template <typename T, typename S>
+RTX_INLINE void adam_step_element(const AdamPointers<T, S>& t, int64_t i, const AdamStep& s, const float* grad_scale) {
+  using A = detail::opmath_t<S>;
+  A p = t.master != nullptr ? static_cast<A>(t.master[i]) : static_cast<A>(t.param[i]);
+  A g = static_cast<A>(t.grad[i]);
+  if (grad_scale != nullptr) {
+    g = g / static_cast<A>(*grad_scale);
+    t.grad[i] = static_cast<T>(g);
+  }
   if (s.maximize) g = -g;
   if (s.weight_decay != 0) {
     if (s.decoupled_weight_decay) p = p * static_cast<A>(1 - s.lr * s.weight_decay);
     else g = g + static_cast<A>(s.weight_decay) * p;
   }
-  A m = static_cast<A>(exp_avg[i]);
+  A m = static_cast<A>(t.exp_avg[i]);
   m = m + static_cast<A>(1 - s.beta1) * (g - m);
-  const A v = static_cast<A>(exp_avg_sq[i]) * static_cast<A>(s.beta2) + static_cast<A>(1 - s.beta2) * g * g;
+  const A v = static_cast<A>(t.exp_avg_sq[i]) * static_cast<A>(s.beta2) + static_cast<A>(1 - s.beta2) * g * g;
   A second = v;
-  if (max_exp_avg_sq != nullptr) {
-    const A vmax = static_cast<A>(max_exp_avg_sq[i]);
+  if (t.max_exp_avg_sq != nullptr) {
+    const A vmax = static_cast<A>(t.max_exp_avg_sq[i]);
     second = vmax > v ? vmax : v;
-    max_exp_avg_sq[i] = static_cast<T>(second);
+    t.max_exp_avg_sq[i] = static_cast<S>(second);
   }
   const A denom = std::sqrt(second) / static_cast<A>(s.bias_correction2_sqrt) + static_cast<A>(s.eps);
-  param[i] = static_cast<T>(p + static_cast<A>(-s.lr / s.bias_correction1) * m / denom);
-  exp_avg[i] = static_cast<T>(m);
-  exp_avg_sq[i] = static_cast<T>(v);
+  p = p + static_cast<A>(-s.lr / s.bias_correction1) * m / denom;
+  if (t.master != nullptr) t.master[i] = static_cast<S>(p);
+  t.param[i] = static_cast<T>(p);
+  t.exp_avg[i] = static_cast<S>(m);
+  t.exp_avg_sq[i] = static_cast<S>(v);
 }
 
 }  // namespace rtx::kernels

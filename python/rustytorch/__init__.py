@@ -8,6 +8,7 @@ from ._C import (  # noqa: F401  (re-exported)
     get_rng_state, set_rng_state, use_deterministic_algorithms, are_deterministic_algorithms_enabled,
     set_float32_matmul_precision, get_float32_matmul_precision, set_num_threads, get_num_threads,
     is_grad_enabled,
+    _amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_,
 )
 from ._creation import tensor, as_tensor  # noqa: F401
 from ._size import Size  # noqa: F401
@@ -22,6 +23,8 @@ from . import _deepcopy  # noqa: F401  (adds Tensor.__deepcopy__)
 from .autograd import no_grad, enable_grad, set_grad_enabled  # noqa: F401
 from . import autograd, cuda, io, nn, optim, text, utils  # noqa: F401
 from .io import load, save  # noqa: F401
+from . import amp  # noqa: F401
+from .amp import autocast  # noqa: F401
 
 __version__ = _C.__version__
 

@@ -19,9 +19,11 @@ void bind_ops(py::module_& m, TensorClass& cls);
 void bind_numpy(py::module_& m, TensorClass& cls);
 void bind_dlpack(py::module_& m, TensorClass& cls);
 void bind_autograd(py::module_& m, TensorClass& cls);
+void bind_autocast(py::module_& m);
 void bind_cuda(py::module_& m);
 void bind_nn(py::module_& m);
 void bind_optim(py::module_& m);
+void bind_amp(py::module_& m);
 void bind_text(py::module_& m);
 void bind_data(py::module_& m);
 

@@ -25,9 +25,11 @@ PYBIND11_MODULE(_C, m) {
   bind_numpy(m, cls);
   bind_dlpack(m, cls);
   bind_autograd(m, cls);
+  bind_autocast(m);
   bind_cuda(m);
   bind_nn(m);
   bind_optim(m);
+  bind_amp(m);
   bind_text(m);
   bind_data(m);
   m.attr("__version__") = rtx::version();

@@ -337,10 +337,18 @@ void bind_pointwise(py::module_& m, TensorClass& cls) {
           py::arg("end"), py::arg("weight"));
 }
 
+// op(x), or with an explicit dtype op(x.to(dtype)) as asked: autocast does not override it.
+template <typename Op>
+Tensor in_dtype(const Tensor& x, std::optional<DType> dtype, const Op& op) {
+  if (!dtype) return op(x);
+  autocast::ExcludeGuard requested_dtype;
+  return op(x.to(*dtype));
+}
+
 void bind_reductions(py::module_& m, TensorClass& cls) {
 #define RTX_DIMS_REDUCTION(name)                                                                            \
   def_op(m, cls, #name, [](const Tensor& x, const py::object& dim, bool keepdim, std::optional<DType> dtype) { \
-    return rtx::name(dtype ? x.to(*dtype) : x, dims_arg(dim), keepdim);                                      \
+    return in_dtype(x, dtype, [&](const Tensor& t) { return rtx::name(t, dims_arg(dim), keepdim); });       \
   }, py::arg("dim") = py::none(), py::arg("keepdim") = false, py::kw_only(), py::arg("dtype") = py::none());
   RTX_DIMS_REDUCTION(sum)
   RTX_DIMS_REDUCTION(mean)
@@ -394,7 +402,7 @@ void bind_reductions(py::module_& m, TensorClass& cls) {
     return rtx::logsumexp(x, to_shape(dim, "logsumexp(): dim"), keepdim);
   }, py::arg("dim"), py::arg("keepdim") = false);
   def_op(m, cls, "cumsum", [](const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-    return rtx::cumsum(dtype ? x.to(*dtype) : x, dim);
+    return in_dtype(x, dtype, [&](const Tensor& t) { return rtx::cumsum(t, dim); });
   }, py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none());
 }
 
@@ -438,10 +446,10 @@ void bind_linalg_nn(py::module_& m, TensorClass& cls) {
     return rtx::adaptive_avg_pool2d(x, pair_of(size, "output_size"));
   }, py::arg("input"), py::arg("output_size"));
   def_op(m, cls, "softmax", [](const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-    return rtx::softmax(dtype ? x.to(*dtype) : x, dim);
+    return in_dtype(x, dtype, [&](const Tensor& t) { return rtx::softmax(t, dim); });
   }, py::arg("dim"), py::arg("dtype") = py::none());
   def_op(m, cls, "log_softmax", [](const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-    return rtx::log_softmax(dtype ? x.to(*dtype) : x, dim);
+    return in_dtype(x, dtype, [&](const Tensor& t) { return rtx::log_softmax(t, dim); });
   }, py::arg("dim"), py::arg("dtype") = py::none());
   m.def("layer_norm", [](const Tensor& x, const py::object& shape, const std::optional<Tensor>& w,
                          const std::optional<Tensor>& b, double eps) {

@@ -1,5 +1,6 @@
 // Gradient checkpointing: forward keeps only the inputs and the RNG state; backward replays the
 // function with recording on and back-propagates through the replay.
+#include "autocast/policy.h"
 #include "autograd/function.h"
 #include "core/check.h"
 #include "rtx/ops.h"
@@ -8,6 +9,7 @@ namespace rtx::autograd {
 
 TensorList checkpoint(const std::function<TensorList(const TensorList&)>& fn, const TensorList& inputs) {
   const GeneratorState rng = get_rng_state();
+  const autocast::detail::ThreadState autocast_state = autocast::detail::thread_state();
   std::function<TensorList(const TensorList&)> replay = fn;
   return apply_function(
       "checkpoint", inputs,
@@ -15,7 +17,7 @@ TensorList checkpoint(const std::function<TensorList(const TensorList&)>& fn, co
         ctx.save_for_backward(in);
         return fn(in);
       },
-      [replay, rng](FunctionCtx& ctx, const TensorList& grads) {
+      [replay, rng, autocast_state](FunctionCtx& ctx, const TensorList& grads) {
         TensorList saved = ctx.saved_tensors();
         TensorList detached;
         for (const auto& t : saved) {
@@ -28,6 +30,7 @@ TensorList checkpoint(const std::function<TensorList(const TensorList&)>& fn, co
           const GeneratorState now = get_rng_state();
           set_rng_state(rng);
           EnableGradGuard enable;
+          autocast::detail::ReplayGuard forward_autocast(autocast_state);
           outs = replay(detached);
           set_rng_state(now);
         }

@@ -7,6 +7,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "autocast/policy.h"
 #include "autograd/accumulate_grad.h"
 #include "autograd/function.h"
 #include "core/check.h"
@@ -189,6 +190,8 @@ TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_
     bool prev;
     ~Restore() { set_grad_enabled(prev); }
   } restore{prev_grad_mode};
+  // Gradient ops run in the dtypes their forward ops ran in, whatever autocast region is open.
+  autocast::ExcludeGuard no_autocast;
 
   std::vector<TensorList> buffers(index.size());  // gradients arrived at each node's inputs
   std::priority_queue<Node*, std::vector<Node*>, CompareSeq> ready;

@@ -2,6 +2,7 @@
 // RTX_KERNEL, which this file turns into definitions. This list names every family; a new family
 // adds its header here.
 #define RTX_DEFINING_KERNEL_TABLES
+#include "dispatch/amp.h"
 #include "dispatch/attention.h"
 #include "dispatch/conv.h"
 #include "dispatch/copy.h"

@@ -127,6 +127,7 @@ Tensor attention_fused(const Tensor& query, const Tensor& key, const Tensor& val
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                     double dropout_p, bool is_causal, std::optional<double> scale) {
+  RTX_AUTOCAST(lower, scaled_dot_product_attention, q, k, v, attn_mask, dropout_p, is_causal, scale);
   check_inputs(q, k, v, attn_mask, dropout_p, is_causal);
   const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   if (fused_applies(q, k, v, attn_mask, dropout_p)) return attention_fused(q, k, v, is_causal, s);

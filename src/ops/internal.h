@@ -4,6 +4,7 @@
 
 #include <initializer_list>
 
+#include "autocast/policy.h"
 #include "autograd/function.h"
 #include "core/check.h"
 #include "core/shape.h"
@@ -50,7 +51,10 @@ template <typename Recorded, typename Direct>
 Tensor& write_inplace(const char* op, Tensor& self, const TensorList& others, const Recorded& recorded,
                       const Direct& direct) {
   autograd::check_inplace(self, op);
-  if (autograd::inplace_needs_grad(self, others)) return autograd::commit_inplace(self, recorded());
+  if (autograd::inplace_needs_grad(self, others)) {
+    autocast::ExcludeGuard in_place_ops_keep_their_dtype;
+    return autograd::commit_inplace(self, recorded());
+  }
   check_no_internal_overlap(self, op);
   direct();
   autograd::bump_version(self);

@@ -68,6 +68,7 @@ Tensor product(const char* op, const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  RTX_AUTOCAST(lower, matmul, a, b);
   const char* op = "matmul";
   check_operands(op, a, b);
   RTX_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, "[matmul] both operands must be at least 1-d, got shapes {} and {}",
@@ -97,6 +98,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  RTX_AUTOCAST(lower, mm, a, b);
   check_operands("mm", a, b);
   RTX_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError, "[mm] expected 2-d operands, got shapes {} and {}",
             shape_str(a.sizes()), shape_str(b.sizes()));
@@ -105,6 +107,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  RTX_AUTOCAST(lower, bmm, a, b);
   check_operands("bmm", a, b);
   RTX_CHECK(a.dim() == 3 && b.dim() == 3, ShapeError, "[bmm] expected 3-d operands, got shapes {} and {}",
             shape_str(a.sizes()), shape_str(b.sizes()));
@@ -116,6 +119,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  RTX_AUTOCAST(lower, linear, x, weight, bias);
   const char* op = "linear";
   check_defined(x, op);
   check_defined(weight, op, "weight");

@@ -141,6 +141,7 @@ ClassLossOutputs alloc_class_loss(const ClassLoss& c, const Tensor& input, const
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight, int64_t ignore_index,
                      Reduction reduction, double label_smoothing) {
+  RTX_AUTOCAST(fp32, cross_entropy, logits, target, weight, ignore_index, reduction, label_smoothing);
   const char* op = "cross_entropy";
   RTX_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
             "[cross_entropy] label_smoothing must be in [0, 1], got {}", label_smoothing);
@@ -181,6 +182,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& w
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& weight, int64_t ignore_index,
                 Reduction reduction) {
+  RTX_AUTOCAST(fp32, nll_loss, log_probs, target, weight, ignore_index, reduction);
   const char* op = "nll_loss";
   const ClassLoss c = check_class_loss(op, "log_probs", log_probs, target, weight, ignore_index);
   const DType dtype = log_probs.dtype();
@@ -215,6 +217,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& wei
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  RTX_AUTOCAST(fp32, mse_loss, input, target, reduction);
   check_defined(input, "mse_loss");
   check_defined(target, "mse_loss", "target");
   detail::check_same_device("mse_loss", input, target);
@@ -229,6 +232,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, const Tensor& weight,
                                         const Tensor& pos_weight, Reduction reduction) {
+  RTX_AUTOCAST(fp32, binary_cross_entropy_with_logits, logits, target, weight, pos_weight, reduction);
   const char* op = "binary_cross_entropy_with_logits";
   check_defined(logits, op, "logits");
   check_defined(target, op, "target");

@@ -2,6 +2,7 @@
 // rule, saved tensors, gradient formula); the table's functor ops (parameters, ternary ops) are
 // written out below, on the same helpers, and hand their kernels a functor holding the parameters.
 #include <cmath>
+#include <string_view>
 
 #include "autograd/function.h"
 #include "ops/internal.h"
@@ -85,6 +86,14 @@ Tensor& inplace(const char* op, Tensor& self, const TensorList& others, DType ct
       direct);
 }
 
+// Whether the table lists op under RTX_AUTOCAST_FP32.
+constexpr bool autocast_fp32(std::string_view op) {
+#define RTX_AUTOCAST_FP32(name) \
+  if (op == #name) return true;
+#include "rtx/pointwise.def"
+  return false;
+}
+
 // Gradient formula helpers for the table.
 Tensor zero_grad(const Tensor& g) { return zeros_like(g); }
 
@@ -106,6 +115,7 @@ Tensor zero_grad(const Tensor& g) { return zeros_like(g); }
 
 #define RTX_UNARY(name, F, rule, save, grad)                                                     \
   Tensor name(const Tensor& x_in) {                                                              \
+    if constexpr (autocast_fp32(#name)) RTX_AUTOCAST(fp32, name, x_in);                         \
     check_defined(x_in, #name);                                                                  \
     const DType ct = compute_dtype(#name, x_in.dtype(), Rule::rule);                             \
     Tensor result = unary_forward(kernels::name##_kernel, x_in, ct);                      \
@@ -143,6 +153,7 @@ Tensor zero_grad(const Tensor& g) { return zeros_like(g); }
 
 #define RTX_BINARY(name, F, rule, save, grad_a, grad_b)                                          \
   Tensor name(const Tensor& a_in, const Tensor& b_in) {                                          \
+    if constexpr (autocast_fp32(#name)) RTX_AUTOCAST(fp32, name, a_in, b_in);                   \
     check_defined(a_in, #name, "first operand");                                                 \
     check_defined(b_in, #name, "second operand");                                                \
     const DType ct = compute_dtype(#name, result_type(a_in, b_in), Rule::rule);                  \
@@ -292,6 +303,7 @@ Tensor elu(const Tensor& x, double alpha) {
 }
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
+  RTX_AUTOCAST(fp32, softplus, x, beta, threshold);
   check_defined(x, "softplus");
   RTX_CHECK(beta != 0.0, ValueError, "[softplus] beta must be nonzero");
   return unary_functor("softplus", kernels::softplus_kernel, x, fn::Softplus{beta, threshold},

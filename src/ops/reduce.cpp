@@ -253,6 +253,7 @@ Tensor logical(const char* op, const KernelTable<kernels::ReduceFn>& k, const Te
 }  // namespace
 
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
+  RTX_AUTOCAST(fp32, sum, x, dims, keepdim);
   const ReduceSpec s = make_spec("sum", x, dims, keepdim);
   Tensor out = run_reduce(kernels::sum_kernel, x, s, widened(x.dtype()), 0.0);
   record("sum", x, out, Save::Nothing, [s](const Tensor& g, const Tensor&, const Tensor&) { return expand_back(g, s); });
@@ -268,6 +269,7 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
 }
 
 Tensor prod(const Tensor& x, const Shape& dims, bool keepdim) {
+  RTX_AUTOCAST(fp32, prod, x, dims, keepdim);
   const ReduceSpec s = make_spec("prod", x, dims, keepdim);
   Tensor out = run_reduce(kernels::prod_kernel, x, s, widened(x.dtype()), 1.0);
   record("prod", x, out, Save::Both, [s](const Tensor& g, const Tensor& x, const Tensor& out) { return prod_backward(g, x, out, s); });
@@ -294,6 +296,7 @@ Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
 }
 
 Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
+  RTX_AUTOCAST(fp32, norm, x, p, dims, keepdim);
   const ReduceSpec s = make_spec("norm", x, dims, keepdim);
   check_floating("norm", x);
   RTX_CHECK(!std::isnan(p), ValueError, "[norm] p must be a number (got NaN)");
@@ -304,6 +307,7 @@ Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
 }
 
 Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
+  RTX_AUTOCAST(fp32, logsumexp, x, dims, keepdim);
   const ReduceSpec s = make_spec("logsumexp", x, dims, keepdim);
   check_floating("logsumexp", x);
   Tensor out = run_reduce(kernels::logsumexp_kernel, x, s, x.dtype(), -kInf);
@@ -317,6 +321,7 @@ Tensor any(const Tensor& x, const Shape& dims, bool keepdim) { return logical("a
 Tensor all(const Tensor& x, const Shape& dims, bool keepdim) { return logical("all", kernels::all_kernel, x, dims, keepdim, true); }
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
+  RTX_AUTOCAST(fp32, cumsum, x, dim);
   check_defined(x, "cumsum");
   const int64_t d = detail::wrap_dim(dim, x.dim(), "cumsum");
   Tensor out = detail::make_tensor(x.sizes(), widened(x.dtype()), x.device());

@@ -1,5 +1,6 @@
-// optim::Adam and optim::AdamW: apply adam_update to every parameter with a gradient, keeping its step
-// count and moment estimates.
+// optim::Adam and optim::AdamW: apply adam_update_multi to the parameters with a gradient, group by
+// group, keeping their step counts, moment estimates and master weights.
+#include "multi_step.h"
 #include "rtx/optim.h"
 
 namespace rtx::optim {
@@ -8,12 +9,6 @@ namespace {
 std::vector<ParamGroup<AdamOptions>> decoupled(std::vector<ParamGroup<AdamOptions>> groups) {
   for (auto& group : groups) group.options.decoupled_weight_decay = true;
   return groups;
-}
-
-// The state tensor called name, or undefined.
-Tensor find(const std::map<std::string, Tensor>& tensors, const char* name) {
-  const auto found = tensors.find(name);
-  return found == tensors.end() ? Tensor() : found->second;
 }
 
 }  // namespace
@@ -29,17 +24,28 @@ Adam::Adam(std::vector<ParamGroup<AdamOptions>> groups, const char* name)
 void Adam::step() {
   for (size_t g = 0; g < num_param_groups(); ++g) {
     const AdamOptions& o = options(g);
-    for (Tensor p : params(g)) {
-      const Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      ParamState& st = state(p);
-      Tensor exp_avg = find(st.tensors, "exp_avg"), exp_avg_sq = find(st.tensors, "exp_avg_sq");
-      Tensor max_exp_avg_sq = find(st.tensors, "max_exp_avg_sq");
-      adam_update(p, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, st.step + 1, o);
-      st.step += 1;
-      st.tensors["exp_avg"] = exp_avg;
-      st.tensors["exp_avg_sq"] = exp_avg_sq;
-      if (max_exp_avg_sq.defined()) st.tensors["max_exp_avg_sq"] = max_exp_avg_sq;
+    TensorList with_grad, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, masters;
+    std::vector<int64_t> steps;
+    for (const Tensor& p : params(g)) {
+      if (!p.grad().defined()) continue;
+      const ParamState& st = state(p);
+      with_grad.push_back(p);
+      grads.push_back(p.grad());
+      exp_avgs.push_back(detail::find_state(st.tensors, "exp_avg"));
+      exp_avg_sqs.push_back(detail::find_state(st.tensors, "exp_avg_sq"));
+      max_exp_avg_sqs.push_back(detail::find_state(st.tensors, "max_exp_avg_sq"));
+      masters.push_back(detail::find_state(st.tensors, "master_param"));
+      steps.push_back(st.step);
+    }
+    if (with_grad.empty()) continue;
+    adam_update_multi(with_grad, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, masters, steps, o);
+    for (size_t i = 0; i < with_grad.size(); ++i) {
+      ParamState& st = state(with_grad[i]);
+      st.step = steps[i];
+      st.tensors["exp_avg"] = exp_avgs[i];
+      st.tensors["exp_avg_sq"] = exp_avg_sqs[i];
+      if (max_exp_avg_sqs[i].defined()) st.tensors["max_exp_avg_sq"] = max_exp_avg_sqs[i];
+      if (masters[i].defined()) st.tensors["master_param"] = masters[i];
     }
   }
 }

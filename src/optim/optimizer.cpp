@@ -2,6 +2,7 @@
 // state_dict / load_state_dict exchange.
 #include <unordered_set>
 
+#include "check_update.h"
 #include "core/check.h"
 #include "core/shape.h"
 #include "rtx/optim.h"
@@ -68,7 +69,8 @@ std::vector<ParamState> Optimizer::copy_state() const {
   return out;
 }
 
-void Optimizer::load_state(const std::vector<size_t>& saved_group_sizes, const std::vector<ParamState>& saved) {
+void Optimizer::load_state(const std::vector<size_t>& saved_group_sizes, const std::vector<ParamState>& saved,
+                           const std::vector<bool>& master_weights) {
   std::vector<size_t> own_sizes;
   for (const auto& group : group_params_) own_sizes.push_back(group.size());
   RTX_CHECK(saved_group_sizes == own_sizes, ValueError,
@@ -80,8 +82,8 @@ void Optimizer::load_state(const std::vector<size_t>& saved_group_sizes, const s
             saved.size(), total);
   std::unordered_map<const void*, ParamState> loaded;
   size_t index = 0;
-  for (const auto& group : group_params_) {
-    for (const auto& p : group) {
+  for (size_t g = 0; g < group_params_.size(); ++g) {
+    for (const auto& p : group_params_[g]) {
       const ParamState& entry = saved[index];
       ParamState copy;
       copy.step = entry.step;
@@ -90,7 +92,8 @@ void Optimizer::load_state(const std::vector<size_t>& saved_group_sizes, const s
         RTX_CHECK(t.sizes() == p.sizes(), ShapeError,
                   "[load_state_dict] parameter {}: state '{}' has shape {} but the parameter has shape {}", index, name,
                   rtx::detail::shape_str(t.sizes()), rtx::detail::shape_str(p.sizes()));
-        copy.tensors.emplace(name, t.to(p.device(), p.dtype(), false, /*copy=*/true));
+        const DType dtype = t.is_floating_point() ? detail::state_dtype(p, master_weights[g]) : t.dtype();
+        copy.tensors.emplace(name, t.to(p.device(), dtype, false, /*copy=*/true));
       }
       loaded.emplace(p.impl(), std::move(copy));
       ++index;

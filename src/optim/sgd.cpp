@@ -1,4 +1,6 @@
-// optim::SGD: applies sgd_update to every parameter with a gradient, keeping each momentum buffer.
+// optim::SGD: applies sgd_update_multi to the parameters with a gradient, group by group, keeping
+// their momentum buffers and master weights.
+#include "multi_step.h"
 #include "rtx/optim.h"
 
 namespace rtx::optim {
@@ -9,14 +11,21 @@ SGD::SGD(std::vector<ParamGroup<SgdOptions>> groups) : OptimizerWithOptions(std:
 
 void SGD::step() {
   for (size_t g = 0; g < num_param_groups(); ++g) {
-    const SgdOptions& o = options(g);
-    for (Tensor p : params(g)) {
-      const Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      auto& tensors = state(p).tensors;
-      Tensor buffer = tensors.count("momentum_buffer") ? tensors.at("momentum_buffer") : Tensor();
-      sgd_update(p, grad, buffer, o);
-      if (buffer.defined()) tensors["momentum_buffer"] = buffer;
+    TensorList with_grad, grads, buffers, masters;
+    for (const Tensor& p : params(g)) {
+      if (!p.grad().defined()) continue;
+      const auto& tensors = state(p).tensors;
+      with_grad.push_back(p);
+      grads.push_back(p.grad());
+      buffers.push_back(detail::find_state(tensors, "momentum_buffer"));
+      masters.push_back(detail::find_state(tensors, "master_param"));
+    }
+    if (with_grad.empty()) continue;
+    sgd_update_multi(with_grad, grads, buffers, masters, options(g));
+    for (size_t i = 0; i < with_grad.size(); ++i) {
+      auto& tensors = state(with_grad[i]).tensors;
+      if (buffers[i].defined()) tensors["momentum_buffer"] = buffers[i];
+      if (masters[i].defined()) tensors["master_param"] = masters[i];
     }
   }
 }

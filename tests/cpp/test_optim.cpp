@@ -2,6 +2,9 @@
 // over several steps (momentum, dampening, Nesterov, weight decay, maximize, bias correction, AdamW's
 // decoupled decay, AMSGrad), the optimizer classes against the same loops, parameter groups and
 // learning rates, state_dict continuation bit for bit, and the errors for bad options and arguments.
+// The multi-tensor updates against the one-parameter functions, bit for bit, on many parameters of odd
+// sizes (more than one CUDA launch holds, one larger than a chunk), with step counts on the host or in
+// tensors, a tensor learning rate, gradient scales, found_inf and float32 master weights.
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -345,6 +348,307 @@ TEST(OptimStateDict, LoadStateDictChecksGroupsAndShapes) {
   optim::Adam other({d, e});
   EXPECT_TRUE(throws<ShapeError>([&] { other.load_state_dict(saved); }, "has shape [7] but the parameter has shape [3]"));
   EXPECT_EQ(other.state(d).step, 0);  // nothing loaded after the error
+}
+
+// ---- multi-tensor updates --------------------------------------------------------------------------
+
+// 40 parameters: more than one CUDA launch holds, one larger than a chunk (65536 elements), one empty.
+std::vector<int64_t> multi_sizes() {
+  std::vector<int64_t> out;
+  for (int i = 0; i < 40; ++i) out.push_back(1 + (i * 53) % 257);
+  out[7] = 70001;
+  out[12] = 0;
+  return out;
+}
+
+TensorList multi_params(Device dev, DType dtype) {
+  TensorList out;
+  const std::vector<int64_t> ns = multi_sizes();
+  for (size_t i = 0; i < ns.size(); ++i)
+    out.push_back(make(smooth(ns[i], 300 + i), {ns[i]}, dev, dtype).requires_grad_());
+  return out;
+}
+
+// The parameters that have a gradient at a step (some skip steps, so that step counts and momentum
+// buffers differ between parameters) and their gradients.
+std::vector<size_t> with_grad_at(int step) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < multi_sizes().size(); ++i)
+    if ((i + static_cast<size_t>(step)) % 5 != 0) out.push_back(i);
+  return out;
+}
+Tensor multi_grad(size_t i, int step, Device dev, DType dtype) {
+  const int64_t n = multi_sizes()[i];
+  return make(smooth(n, 5000 + 97 * static_cast<uint64_t>(step) + i), {n}, dev, dtype);
+}
+
+TensorList pick(const TensorList& all, const std::vector<size_t>& which) {
+  TensorList out;
+  for (size_t i : which) out.push_back(all[i]);
+  return out;
+}
+void put(TensorList& all, const std::vector<size_t>& which, const TensorList& values) {
+  for (size_t k = 0; k < which.size(); ++k) all[which[k]] = values[k];
+}
+
+::testing::AssertionResult all_same_bytes(const TensorList& a, const TensorList& b) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << a.size() << " != " << b.size() << " tensors";
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].defined() != b[i].defined()) return ::testing::AssertionFailure() << "tensor " << i << " defined differs";
+    if (!a[i].defined()) continue;
+    auto same = same_bytes(a[i], b[i]);
+    if (!same) return same << " (tensor " << i << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Adam state of every parameter (undefined until its first step) and its step counts.
+struct AdamRun {
+  TensorList params, m, v, vmax, masters, step_tensors;
+  std::vector<int64_t> steps;
+  AdamRun(Device dev, DType dtype) : params(multi_params(dev, dtype)) {
+    const size_t n = params.size();
+    m.resize(n), v.resize(n), vmax.resize(n), masters.resize(n), step_tensors.resize(n);
+    steps.assign(n, 0);
+  }
+};
+
+enum class Steps { OneByOne, HostCounts, DeviceCounts };
+
+void adam_steps(AdamRun& r, const AdamOptions& o, Steps how, Device dev, DType grad_dtype, int steps = 4) {
+  for (int s = 0; s < steps; ++s) {
+    const std::vector<size_t> which = with_grad_at(s);
+    TensorList grads;
+    for (size_t i : which) grads.push_back(multi_grad(i, s, dev, grad_dtype));
+    if (how == Steps::OneByOne) {
+      for (size_t k = 0; k < which.size(); ++k) {
+        const size_t i = which[k];
+        optim::adam_update(r.params[i], grads[k], r.m[i], r.v[i], r.vmax[i], ++r.steps[i], o);
+      }
+      continue;
+    }
+    TensorList m = pick(r.m, which), v = pick(r.v, which), vmax = pick(r.vmax, which), masters = pick(r.masters, which);
+    const TensorList params = pick(r.params, which);
+    if (how == Steps::HostCounts) {
+      std::vector<int64_t> counts;
+      for (size_t i : which) counts.push_back(r.steps[i]);
+      optim::adam_update_multi(params, grads, m, v, vmax, masters, counts, o);
+      for (size_t k = 0; k < which.size(); ++k) r.steps[which[k]] = counts[k];
+    } else {
+      TensorList counts = pick(r.step_tensors, which);
+      optim::adam_update_multi(params, grads, m, v, vmax, masters, counts, o);
+      put(r.step_tensors, which, counts);
+    }
+    put(r.m, which, m), put(r.v, which, v), put(r.vmax, which, vmax), put(r.masters, which, masters);
+  }
+}
+
+TEST_P(OptimTest, MultiTensorAdamIsBitwiseThePerParameterUpdate) {
+  for (DType dtype : {kFloat32, kFloat64}) {
+    for (const AdamOptions& o : adam_cases()) {
+      AdamRun one(dev(), dtype), host(dev(), dtype), device(dev(), dtype);
+      adam_steps(one, o, Steps::OneByOne, dev(), dtype);
+      adam_steps(host, o, Steps::HostCounts, dev(), dtype);
+      adam_steps(device, o, Steps::DeviceCounts, dev(), dtype);
+      for (const AdamRun* r : {&host, &device}) {
+        EXPECT_TRUE(all_same_bytes(r->params, one.params)) << dtype << " amsgrad " << o.amsgrad;
+        EXPECT_TRUE(all_same_bytes(r->m, one.m) && all_same_bytes(r->v, one.v) && all_same_bytes(r->vmax, one.vmax));
+      }
+      EXPECT_EQ(host.steps, one.steps);
+      for (size_t i = 0; i < one.steps.size(); ++i) {
+        ASSERT_EQ(device.step_tensors[i].defined(), one.steps[i] > 0);
+        if (one.steps[i] > 0) {
+          EXPECT_EQ(device.step_tensors[i].item<float>(), static_cast<float>(one.steps[i]));
+        }
+      }
+    }
+  }
+}
+
+TEST_P(OptimTest, MultiTensorAdamUpdatesNonContiguousParameters) {
+  const AdamOptions o = adam_cases()[3];
+  Tensor base = make(smooth(3 * 70001, 9), {70001, 3}, dev(), kFloat32);
+  Tensor column = base.select(1, 1).requires_grad_(), dense = column.detach().contiguous().requires_grad_();
+  TensorList m, v, vmax, masters, dm, dv, dvmax, dmasters;
+  std::vector<int64_t> steps{0, 0}, dsteps{0, 0};
+  const Tensor small = make(smooth(5, 2), {5}, dev(), kFloat32).requires_grad_(), small2 = small.detach().clone();
+  for (int s = 0; s < 3; ++s) {
+    const Tensor g = make(smooth(70001, 40 + s), {70001}, dev(), kFloat32);
+    const Tensor gs = make(smooth(5, 60 + s), {5}, dev(), kFloat32);
+    optim::adam_update_multi({column, small}, {g, gs}, m, v, vmax, masters, steps, o);
+    optim::adam_update_multi({dense, small2}, {g, gs}, dm, dv, dvmax, dmasters, dsteps, o);
+  }
+  EXPECT_TRUE(same_bytes(column.contiguous(), dense));
+  EXPECT_TRUE(same_bytes(small, small2));
+  EXPECT_EQ(steps, (std::vector<int64_t>{3, 3}));
+}
+
+TEST_P(OptimTest, MasterWeightsFollowTheFloat32Update) {
+  for (DType low : {kBFloat16, kFloat16}) {
+    AdamOptions o = adam_cases()[3];
+    o.master_weights = true;
+    AdamRun mixed(dev(), low), reference(dev(), kFloat32);
+    for (Tensor& p : reference.params) p = p.detach().to(low).to(kFloat32).requires_grad_();  // the same start
+    adam_steps(mixed, o, Steps::HostCounts, dev(), low);
+    // The float32 run sees the same (16-bit) gradients.
+    AdamOptions plain = o;
+    plain.master_weights = false;
+    for (int s = 0; s < 4; ++s) {
+      const std::vector<size_t> which = with_grad_at(s);
+      TensorList grads, m = pick(reference.m, which), v = pick(reference.v, which), vmax = pick(reference.vmax, which),
+                        masters;
+      std::vector<int64_t> counts;
+      for (size_t i : which) {
+        grads.push_back(multi_grad(i, s, dev(), low).to(kFloat32));
+        counts.push_back(reference.steps[i]);
+      }
+      optim::adam_update_multi(pick(reference.params, which), grads, m, v, vmax, masters, counts, plain);
+      put(reference.m, which, m), put(reference.v, which, v), put(reference.vmax, which, vmax);
+      for (size_t k = 0; k < which.size(); ++k) reference.steps[which[k]] = counts[k];
+    }
+    for (size_t i = 0; i < mixed.params.size(); ++i) {
+      ASSERT_TRUE(mixed.masters[i].defined()) << i;
+      EXPECT_EQ(mixed.masters[i].dtype(), kFloat32);
+      EXPECT_EQ(mixed.m[i].dtype(), kFloat32);
+      EXPECT_TRUE(same_bytes(mixed.masters[i], reference.params[i])) << low << " parameter " << i;
+      EXPECT_TRUE(same_bytes(mixed.m[i], reference.m[i]) && same_bytes(mixed.vmax[i], reference.vmax[i]));
+      EXPECT_TRUE(same_bytes(mixed.params[i], mixed.masters[i].to(low))) << "the parameter is its master rounded";
+    }
+  }
+}
+
+TEST_P(OptimTest, DeviceScalarsScaleSkipAndSetTheLearningRate) {
+  const AdamOptions o = adam_cases()[2];
+  AdamRun plain(dev(), kFloat32), scaled(dev(), kFloat32);
+  adam_steps(plain, o, Steps::DeviceCounts, dev(), kFloat32, 2);
+  adam_steps(scaled, o, Steps::DeviceCounts, dev(), kFloat32, 2);
+  const std::vector<size_t> which = with_grad_at(2);
+  TensorList grads, scaled_grads;
+  for (size_t i : which) {
+    grads.push_back(multi_grad(i, 2, dev(), kFloat32));
+    scaled_grads.push_back(grads.back() * 1024.0);
+  }
+  const auto step = [&](AdamRun& r, const TensorList& g, const AdamOptions& options, const optim::DeviceScalars& ds) {
+    TensorList m = pick(r.m, which), v = pick(r.v, which), vmax = pick(r.vmax, which), masters,
+               counts = pick(r.step_tensors, which);
+    optim::adam_update_multi(pick(r.params, which), g, m, v, vmax, masters, counts, options, ds);
+    put(r.m, which, m), put(r.v, which, v), put(r.step_tensors, which, counts);
+  };
+  // found_inf set: nothing changes, step counts included.
+  const TensorList params_before = [&] {
+    TensorList out;
+    for (const Tensor& p : scaled.params) out.push_back(p.detach().clone());
+    return out;
+  }();
+  const Tensor before_count = scaled.step_tensors[which[0]].clone();
+  const TensorOptions f32(kFloat32, dev());
+  step(scaled, scaled_grads, o, {Tensor(), full({}, 1024.0, f32), full({}, 1.0, f32)});
+  EXPECT_TRUE(all_same_bytes(scaled.params, params_before));
+  EXPECT_TRUE(same_bytes(scaled.step_tensors[which[0]], before_count));
+  // A gradient scale (and a clear found_inf, and the learning rate as a tensor, here on the CPU) give the
+  // unscaled step; the gradients are stored unscaled.
+  AdamOptions other_lr = o;
+  other_lr.lr = 1.0;  // not used: the tensor wins
+  step(scaled, scaled_grads, other_lr,
+       {full({}, o.lr, TensorOptions(kFloat64)), full({}, 1024.0, f32), full({}, 0.0, f32)});
+  step(plain, grads, o, {});
+  EXPECT_TRUE(all_same_bytes(scaled.params, plain.params));
+  EXPECT_TRUE(all_same_bytes(scaled.step_tensors, plain.step_tensors));
+  EXPECT_TRUE(all_same_bytes(scaled_grads, grads));
+  // The learning rate as a float32 tensor on the parameters' device: its value, converted.
+  const Tensor lr32 = full({1}, o.lr, TensorOptions(kFloat32, dev()));
+  AdamOptions rounded_lr = o;
+  rounded_lr.lr = lr32.item<double>();
+  step(scaled, grads, other_lr, {lr32, Tensor(), Tensor()});
+  step(plain, grads, rounded_lr, {});
+  EXPECT_TRUE(all_same_bytes(scaled.params, plain.params));
+}
+
+TEST_P(OptimTest, MultiTensorSgdIsBitwiseThePerParameterUpdate) {
+  for (SgdOptions o : sgd_cases()) {
+    TensorList one = multi_params(dev(), kFloat32), multi = multi_params(dev(), kFloat32);
+    TensorList one_buffers(one.size()), buffers(one.size());
+    for (int s = 0; s < 4; ++s) {
+      const std::vector<size_t> which = with_grad_at(s);
+      TensorList grads;
+      for (size_t i : which) grads.push_back(multi_grad(i, s, dev(), kFloat32));
+      for (size_t k = 0; k < which.size(); ++k) optim::sgd_update(one[which[k]], grads[k], one_buffers[which[k]], o);
+      TensorList b = pick(buffers, which), masters;
+      optim::sgd_update_multi(pick(multi, which), grads, b, masters, o);
+      put(buffers, which, b);
+    }
+    EXPECT_TRUE(all_same_bytes(multi, one)) << "momentum " << o.momentum << " nesterov " << o.nesterov;
+    EXPECT_TRUE(all_same_bytes(buffers, one_buffers));
+  }
+}
+
+TEST(OptimMulti, BadArgumentsRaise) {
+  const Device cpu(kCPU);
+  Tensor p = param_on(cpu), q = param_on(cpu);
+  const Tensor g = grad_on(0, cpu);
+  TensorList m, v, vmax, masters, step_tensors{zeros({}, kFloat64), Tensor()};
+  std::vector<int64_t> steps{0, 0};
+  const AdamOptions o;
+  EXPECT_TRUE(throws<ValueError>([&] { optim::adam_update_multi({p, q}, {g}, m, v, vmax, masters, steps, o); },
+                                 "[adam_update_multi] got 1 gradients for 2 parameters"));
+  EXPECT_TRUE(throws<ValueError>(
+      [&] {
+        optim::adam_update_multi({p, q}, {g, g}, m, v, vmax, masters, steps, o,
+                                 {Tensor(), Tensor(), zeros({}, kFloat32)});
+      },
+      "found_inf needs the step counts in tensors"));
+  EXPECT_TRUE(throws<ValueError>(
+      [&] { optim::adam_update_multi({p, q}, {g, g}, m, v, vmax, masters, step_tensors, o); },
+      "step 0 must be a 1-element float32 tensor on cpu, got float64"));
+  TensorList three(3);
+  EXPECT_TRUE(throws<ValueError>([&] { optim::adam_update_multi({p, q}, {g, g}, three, v, vmax, masters, steps, o); },
+                                 "exp_avgs has 3 entries for 2 parameters"));
+  TensorList buffers, no_masters;
+  EXPECT_TRUE(throws<ValueError>(
+      [&] { optim::sgd_update_multi({p}, {g}, buffers, no_masters, SgdOptions{}, {Tensor(), zeros({2}, kFloat32), Tensor()}); },
+      "[sgd_update_multi] grad_scale must hold one element"));
+  EXPECT_TRUE(throws<DTypeError>(
+      [&] { optim::sgd_update_multi({p}, {g}, buffers, no_masters, SgdOptions{}, {zeros({}, kInt64), Tensor(), Tensor()}); },
+      "a tensor lr must be a float tensor"));
+  SgdOptions with_masters;
+  with_masters.master_weights = true;
+  Tensor buf;
+  EXPECT_TRUE(throws<ValueError>([&] { optim::sgd_update(p, g, buf, with_masters); }, "sgd_update_multi"));
+  Tensor bad_master = zeros({kSize}, kFloat64), low = param_on(cpu, kBFloat16);
+  TensorList bad_masters{bad_master};
+  EXPECT_TRUE(throws<DTypeError>(
+      [&] { optim::sgd_update_multi({low}, {grad_on(0, cpu, kBFloat16)}, buffers, bad_masters, with_masters); },
+      "master_param dtype float64 does not match the state dtype float32"));
+}
+
+TEST(OptimClasses, MasterWeightsAreStateThatCheckpointsKeep) {
+  const Device cpu(kCPU);
+  AdamOptions o = optim::AdamW::default_options();
+  o.master_weights = true;
+  o.lr = 0.01;
+  Tensor p = param_on(cpu, kBFloat16);
+  optim::AdamW opt({p}, o);
+  for (int s = 0; s < 2; ++s) {
+    p.set_grad(grad_on(s, cpu, kBFloat16));
+    opt.step();
+  }
+  const optim::ParamState& st = opt.state(p);
+  ASSERT_TRUE(st.tensors.count("master_param"));
+  EXPECT_EQ(st.tensors.at("master_param").dtype(), kFloat32);
+  EXPECT_EQ(st.tensors.at("exp_avg").dtype(), kFloat32);
+  EXPECT_TRUE(same_bytes(p, st.tensors.at("master_param").to(kBFloat16)));
+  const auto saved = opt.state_dict();
+  Tensor q = p.detach().clone().requires_grad_();
+  optim::AdamW resumed({q});
+  resumed.load_state_dict(saved);
+  EXPECT_EQ(resumed.state(q).tensors.at("master_param").dtype(), kFloat32);
+  EXPECT_EQ(resumed.state(q).tensors.at("exp_avg_sq").dtype(), kFloat32);
+  p.set_grad(grad_on(2, cpu, kBFloat16));
+  q.set_grad(grad_on(2, cpu, kBFloat16));
+  opt.step();
+  resumed.step();
+  EXPECT_TRUE(same_bytes(q, p));
+  EXPECT_TRUE(same_bytes(resumed.state(q).tensors.at("master_param"), opt.state(p).tensors.at("master_param")));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 
 from .. import _C
+from .._autocast_rule import runs_in_float32
 from .._creation import tensor as _tensor
 from ..autograd import Function, no_grad
 
@@ -350,6 +351,7 @@ def _channel_view(t, ndim):
     return t.view([t.shape[0]] + [1] * (ndim - 2))
 
 
+@runs_in_float32
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Normalizes each of num_groups channel groups of every sample (layer_norm over the group)."""
     if input.dim() < 2:
@@ -393,6 +395,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     return result if out is None else out.copy_(result)
 
 
+@runs_in_float32
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     x1, x2 = _C.broadcast_tensors(x1, x2)
     return ((x1 / x1.norm(2, dim, keepdim=True).clamp(min=eps)) * (x2 / x2.norm(2, dim, keepdim=True).clamp(min=eps))
@@ -532,6 +535,7 @@ def _weighted(op, loss, weight, reduction, input, weighted_mean=True):
     return _reduce(op, loss, reduction)
 
 
+@runs_in_float32
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     _warn_broadcast("l1_loss", input, target)
     reduction = _reduction(size_average, reduce, reduction)
@@ -540,6 +544,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
         _weighted("l1_loss", loss, weight, reduction, input)
 
 
+@runs_in_float32
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     _warn_broadcast("mse_loss", input, target)
     reduction = _reduction(size_average, reduce, reduction)
@@ -548,6 +553,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     return _weighted("mse_loss", (input - target).square(), weight, reduction, input)
 
 
+@runs_in_float32
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (the l1 loss for beta = 0)."""
     if beta < 0:
@@ -559,6 +565,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _reduce("smooth_l1_loss", loss, reduction)
 
 
+@runs_in_float32
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere."""
     if delta <= 0:
@@ -570,6 +577,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
         _weighted("huber_loss", loss, weight, reduction, input, weighted_mean=False)
 
 
+@runs_in_float32
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """target * (log target - input) elementwise (input holds log-probabilities; 0 where target is
     0); 'batchmean' divides the sum by the batch size."""
@@ -608,6 +616,11 @@ class _BinaryCrossEntropy(Function):
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    if _C._autocast_active() and _C.is_autocast_enabled(input.device.type):
+        raise _C.DTypeError("binary_cross_entropy: unsafe inside an autocast region (the log of a 16-bit "
+                            "probability loses the small values it needs); apply it to the logits instead, "
+                            "with binary_cross_entropy_with_logits (or nn.BCEWithLogitsLoss), which autocast "
+                            "runs in float32")
     reduction = _reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise _C.ShapeError(f"binary_cross_entropy: target of shape {_shape(target)} must have the input's shape "

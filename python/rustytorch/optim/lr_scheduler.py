@@ -20,6 +20,15 @@ def _lrs(optimizer):
     return [g["lr"] for g in optimizer.param_groups]
 
 
+def _set_lr(group, lr):
+    """group's rate becomes lr; a tensor rate (capturable and fused optimizers) changes in place, as
+    PyTorch's does, so that a captured step reads the new value."""
+    if isinstance(group["lr"], _C.Tensor):
+        group["lr"].fill_(float(lr))
+    else:
+        group["lr"] = lr
+
+
 def _check_optimizer(optimizer, who):
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"{who}: {type(optimizer).__name__} is not an Optimizer")
@@ -44,7 +53,8 @@ class LRScheduler:
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
-                group.setdefault("initial_lr", group["lr"])
+                group.setdefault(
+                    "initial_lr", group["lr"].clone() if isinstance(group["lr"], _C.Tensor) else group["lr"])
         else:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
@@ -83,7 +93,7 @@ class LRScheduler:
             self.last_epoch = epoch
             values = self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr") else self.get_lr()
         for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
+            _set_lr(group, lr)
         self._last_lr = _lrs(self.optimizer)
 
     def state_dict(self):
@@ -325,7 +335,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             self.T_i, self.T_cur = self.T_0, epoch
         self.last_epoch = math.floor(epoch)
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
-            group["lr"] = lr
+            _set_lr(group, lr)
         self._last_lr = _lrs(self.optimizer)
 
 
@@ -368,7 +378,7 @@ class SequentialLR(_ComposedScheduler):
         self.last_epoch = last_epoch + 1
         self.optimizer = optimizer
         for group in optimizer.param_groups:
-            group["lr"] = group["initial_lr"]
+            _set_lr(group, group["initial_lr"])
         self._undo_steps(self)
         first = self._schedulers[bisect.bisect_right(self._milestones, 0)]
         first._initial_step()
@@ -465,7 +475,7 @@ class ReduceLROnPlateau(LRScheduler):
             old = float(group["lr"])
             new = max(old * self.factor, min_lr)
             if old - new > self.eps:
-                group["lr"] = new
+                _set_lr(group, new)
 
     @property
     def in_cooldown(self):

@@ -1,7 +1,10 @@
 """optim.Optimizer: parameter groups (dicts a script may edit, e.g. g['lr']) with their
 hyperparameters, per-parameter state keyed by the parameter tensor (`opt.state[p]`, as in PyTorch;
 tensors hash by identity), zero_grad, add_param_group, and state_dict / load_state_dict in
-PyTorch's layout (state keyed by parameter index, 'param_groups' with index lists)."""
+PyTorch's layout (state keyed by parameter index, 'param_groups' with index lists). Also what the
+optimizers with multi-tensor (foreach / fused) implementations share: PyTorch's checks of those
+flags, its choice of implementation, and the forms of a step count (a Python int, or a float32
+tensor on the parameter's device for capturable and fused groups)."""
 import copy
 from collections import defaultdict
 
@@ -50,6 +53,9 @@ class Optimizer:
                                  "optimize the leaf it was computed from")
         for key, value in self.defaults.items():
             param_group.setdefault(key, value)
+        if param_group.get("fused"):
+            for p in param_group["params"]:
+                _check_fused(p)
         known = {p for g in self.param_groups for p in g["params"]}
         if any(p in known for p in param_group["params"]):
             raise _C.ValueError("add_param_group: some parameters appear in more than one parameter group")
@@ -86,6 +92,18 @@ class Optimizer:
         return grad
 
     @staticmethod
+    def _uses_multi_tensor(group, params):
+        """Whether the group steps through the multi-tensor path: with fused or foreach, and when both
+        are None (PyTorch's default) if every parameter is a CUDA tensor and a tensor lr comes with
+        capturable."""
+        if group.get("fused") or group.get("foreach"):
+            return True
+        if group.get("fused") is not None or group.get("foreach") is not None or group.get("differentiable"):
+            return False
+        tensor_lr = isinstance(group["lr"], _C.Tensor) and not group.get("capturable")
+        return not tensor_lr and all(p.is_cuda for p in params)
+
+    @staticmethod
     def _run_closure(closure):
         """closure() with gradients enabled (step runs under no_grad, the closure calls backward), or None."""
         if closure is None:
@@ -118,12 +136,16 @@ class Optimizer:
             if len(saved["params"]) != len(group["params"]):
                 raise _C.ValueError(f"load_state_dict: parameter group {i} holds {len(saved['params'])} parameters "
                                  f"in the saved state and {len(group['params'])} in this optimizer")
-        params = {i: p for saved, group in zip(saved_groups, self.param_groups)
+        params = {i: (p, saved) for saved, group in zip(saved_groups, self.param_groups)
                   for i, p in zip(saved["params"], group["params"])}
+        for saved in saved_groups:  # checkpoints from before a hyperparameter existed
+            for key, value in self.defaults.items():
+                saved.setdefault(key, value)
         state = defaultdict(dict)
         for key, value in state_dict["state"].items():
             if key in params:
-                state[params[key]] = _copy_to_param(params[key], value)
+                param, saved = params[key]
+                state[param] = _copy_to_param(param, value, saved)
             else:
                 state[key] = copy.deepcopy(value)
         for saved, group in zip(saved_groups, self.param_groups):
@@ -132,14 +154,54 @@ class Optimizer:
         self.param_groups[:] = saved_groups
 
 
-def _copy_to_param(param, value, key=None):
-    """A copy of value (a state entry) with its tensors on param's device; floating-point tensors other
-    than 'step' take param's dtype."""
+def _copy_to_param(param, value, group, key=None):
+    """A copy of value (a state entry of param, in group) with its tensors on param's device:
+    floating-point tensors take param's dtype (float32 for the master weights of 16-bit parameters
+    and their state), step counts the form the group keeps them in."""
+    if key == "step":
+        return _step_count(value, param, group, copy=True)
     if isinstance(value, _C.Tensor):
-        dtype = param.dtype if param.is_floating_point() and key != "step" else value.dtype
+        dtype = _state_dtype(param, group) if param.is_floating_point() else value.dtype
         return value.to(device=param.device, dtype=dtype, copy=True)
     if isinstance(value, dict):
-        return {k: _copy_to_param(param, v, k) for k, v in value.items()}
+        return {k: _copy_to_param(param, v, group, k) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_copy_to_param(param, v) for v in value)
+        return type(value)(_copy_to_param(param, v, group) for v in value)
     return copy.deepcopy(value)
+
+
+def _state_dtype(param, group):
+    """The dtype of param's floating-point state: float32 for a float16/bfloat16 parameter of a group
+    that keeps master weights, else param's own."""
+    if group.get("master_weights") and param.dtype in (_C.float16, _C.bfloat16):
+        return _C.float32
+    return param.dtype
+
+
+def _step_count(value, param, group, copy=False):
+    """A step count in the form group keeps it: a 0-d float32 tensor on param's device for capturable
+    and fused groups (None, a new parameter's, stays None: the update creates it), else a Python int."""
+    if group.get("capturable") or group.get("fused"):
+        if isinstance(value, _C.Tensor):
+            return value.reshape(()).to(device=param.device, dtype=_C.float32, copy=copy)
+        return None if value is None else _C.full((), float(value), dtype=_C.float32, device=param.device)
+    if isinstance(value, _C.Tensor):
+        return int(value.item())
+    return 0 if value is None else int(value)
+
+
+def _check_flags(name, foreach, fused, differentiable):
+    """PyTorch's checks of the implementation flags."""
+    if fused and differentiable:
+        raise _C.ValueError(f"{name}: `fused` does not support `differentiable`")
+    if fused and foreach:
+        raise _C.ValueError(f"{name}: `fused` and `foreach` cannot be `True` together.")
+    if differentiable:
+        raise _C.ValueError(f"{name}: differentiable=True is not supported: the update runs in fused kernels, "
+                            "outside autograd")
+
+
+def _check_fused(p):
+    if not (p.is_floating_point() and p.device.type in ("cpu", "cuda")):
+        raise _C.DTypeError("`fused=True` requires all the params to be floating point Tensors of supported devices: "
+                            f"['cpu', 'cuda'] but {p.dtype} and {p.device.type}")

@@ -10,10 +10,11 @@
 #include <vector>
 
 #include "backend/cpu/blas.h"
+#include "backend/cpu/copy.h"
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
 #include "dispatch/conv.h"
-#include "ops/internal.h"
+#include "core/tensor_impl.h"
 #include "rtx/config.h"
 
 #if RTX_WITH_ONEDNN
@@ -21,8 +22,6 @@
 #endif
 
 namespace rtx::cpu {
-
-void register_pool_kernels();  // pool_cpu.cpp
 
 namespace {
 
@@ -230,11 +229,15 @@ void in_blas_type(const Tensor& out, TensorList inputs, const F& f) {
     f(out, inputs);
     return;
   }
-  for (Tensor& t : inputs)
-    if (t.defined()) t = detail::cast(t, kFloat32);
+  for (Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    Tensor wide = detail::make_tensor(t.sizes(), kFloat32, t.device());
+    copy_cpu(wide, t);
+    t = wide;
+  }
   Tensor result = detail::make_tensor(out.sizes(), kFloat32, out.device());
   f(result, inputs);
-  detail::copy_raw(out, result);
+  copy_cpu(out, result);
 }
 
 // t's first element, typed (nullptr for an undefined tensor).
@@ -296,7 +299,6 @@ void register_conv_kernels() {
   kernels::conv2d_kernel.set(kCPU, conv2d_cpu);
   kernels::conv2d_backward_input_kernel.set(kCPU, conv2d_backward_input_cpu);
   kernels::conv2d_backward_weight_kernel.set(kCPU, conv2d_backward_weight_cpu);
-  register_pool_kernels();
 }
 
 }  // namespace rtx::cpu

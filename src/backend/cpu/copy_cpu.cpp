@@ -1,4 +1,5 @@
 // CPU copy/cast and fill kernels.
+#include "backend/cpu/copy.h"
 #include "backend/cpu/loops.h"
 #include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
@@ -6,7 +7,6 @@
 #include "dispatch/copy.h"
 
 namespace rtx::cpu {
-namespace {
 
 void copy_cpu(const Tensor& dst, const Tensor& src) {
   RTX_DISPATCH_ALL(dst.dtype(), "copy_", [&] {
@@ -14,6 +14,8 @@ void copy_cpu(const Tensor& dst, const Tensor& src) {
     RTX_DISPATCH_ALL(src.dtype(), "copy_", [&] { pointwise<out_t, scalar_t>(dst, fn::Identity{}, src); });
   });
 }
+
+namespace {
 
 template <typename T>
 struct Constant {

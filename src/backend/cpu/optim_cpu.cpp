@@ -1,5 +1,5 @@
-// CPU kernel of the fused Adam/AdamW update (kernels/common/adam_step.h), split over threads by
-// element ranges.
+// CPU kernels of the fused optimizer updates (kernels/common/adam_step.h, sgd_step.h): the tensors one
+// after the other, each split over threads by element ranges.
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
@@ -8,23 +8,64 @@
 namespace rtx::cpu {
 namespace {
 
-void adam_step_cpu(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                   const Tensor& max_exp_avg_sq, const kernels::AdamStep& step) {
-  RTX_DISPATCH_FLOATS(param.dtype(), "adam_update", [&] {
-    using T = scalar_t;
-    T* p = param.data_ptr<T>();
-    const T* g = grad.data_ptr<T>();
-    T* m = exp_avg.data_ptr<T>();
-    T* v = exp_avg_sq.data_ptr<T>();
-    T* vmax = max_exp_avg_sq.defined() ? max_exp_avg_sq.data_ptr<T>() : nullptr;
-    parallel_for(param.numel(), kGrainSize, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) kernels::adam_step_element(p, g, m, v, vmax, i, step);
-    });
+template <typename S>
+S* optional_ptr(const TensorList& list, size_t i) {
+  return list.empty() ? nullptr : static_cast<S*>(list[i].data_ptr());
+}
+
+bool skipped(const kernels::StepScalars& scalars) {
+  return scalars.found_inf != nullptr && *scalars.found_inf != 0.0f;
+}
+
+void adam_multi_step_cpu(const kernels::AdamTensors& t, const kernels::AdamStep& step,
+                         const kernels::StepScalars& scalars) {
+  if (skipped(scalars)) return;
+  kernels::dispatch_param_and_state_types(
+      t.params[0].dtype(), !t.masters.empty(), "adam_update", [&](auto param_type, auto state_type) {
+    using T = decltype(param_type);
+    using S = decltype(state_type);
+    for (size_t i = 0; i < t.params.size(); ++i) {
+      kernels::AdamStep s = step;
+      if (scalars.lr != nullptr) s.lr = *scalars.lr;
+      if (!t.steps.empty()) {
+        float* count = t.steps[i].data_ptr<float>();
+        *count += 1.0f;
+        s.set_step(*count);
+      }
+      const kernels::AdamPointers<T, S> p{t.params[i].data_ptr<T>(),  t.grads[i].data_ptr<T>(),
+                                          optional_ptr<S>(t.masters, i), t.exp_avgs[i].data_ptr<S>(),
+                                          t.exp_avg_sqs[i].data_ptr<S>(), optional_ptr<S>(t.max_exp_avg_sqs, i)};
+      parallel_for(t.params[i].numel(), kGrainSize, [&](int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k) kernels::adam_step_element(p, k, s, scalars.grad_scale);
+      });
+    }
+  });
+}
+
+void sgd_multi_step_cpu(const kernels::SgdTensors& t, const kernels::SgdStep& step,
+                        const kernels::StepScalars& scalars) {
+  if (skipped(scalars)) return;
+  kernels::SgdStep s = step;
+  if (scalars.lr != nullptr) s.lr = *scalars.lr;
+  kernels::dispatch_param_and_state_types(
+      t.params[0].dtype(), !t.masters.empty(), "sgd_update", [&](auto param_type, auto state_type) {
+    using T = decltype(param_type);
+    using S = decltype(state_type);
+    for (size_t i = 0; i < t.params.size(); ++i) {
+      const kernels::SgdPointers<T, S> p{t.params[i].data_ptr<T>(), t.grads[i].data_ptr<T>(),
+                                         optional_ptr<S>(t.masters, i), optional_ptr<S>(t.momentum_buffers, i)};
+      parallel_for(t.params[i].numel(), kGrainSize, [&](int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k) kernels::sgd_step_element(p, k, s, scalars.grad_scale);
+      });
+    }
   });
 }
 
 }  // namespace
 
-void register_optim_kernels() { kernels::adam_step_kernel.set(kCPU, adam_step_cpu); }
+void register_optim_kernels() {
+  kernels::adam_multi_step_kernel.set(kCPU, adam_multi_step_cpu);
+  kernels::sgd_multi_step_kernel.set(kCPU, sgd_multi_step_cpu);
+}
 
 }  // namespace rtx::cpu

@@ -10,12 +10,14 @@ void register_cpu_kernels() {
   register_random_kernels();
   register_linalg_kernels();
   register_conv_kernels();
+  register_pool_kernels();
   register_nn_kernels();
   register_norm_kernels();
   register_loss_kernels();
   register_index_kernels();
   register_attention_kernels();
   register_optim_kernels();
+  register_amp_kernels();
 }
 
 }  // namespace rtx::cpu

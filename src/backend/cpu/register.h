@@ -8,10 +8,12 @@ void register_reduce_kernels();
 void register_random_kernels();
 void register_linalg_kernels();
 void register_conv_kernels();
+void register_pool_kernels();
 void register_nn_kernels();
 void register_norm_kernels();
 void register_loss_kernels();
 void register_index_kernels();
 void register_attention_kernels();
 void register_optim_kernels();
+void register_amp_kernels();
 }  // namespace rtx::cpu

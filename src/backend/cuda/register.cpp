@@ -27,6 +27,7 @@ void register_cuda_kernels() {
   register_loss_kernels();
   register_attention_kernels();
   register_optim_kernels();
+  register_amp_kernels();
 }
 
 }  // namespace rtx::cuda

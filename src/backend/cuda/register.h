@@ -17,4 +17,5 @@ void register_norm_kernels();
 void register_loss_kernels();
 void register_attention_kernels();
 void register_optim_kernels();
+void register_amp_kernels();
 }  // namespace rtx::cuda

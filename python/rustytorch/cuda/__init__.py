@@ -1,7 +1,7 @@
 """rustytorch.cuda: devices, synchronization, streams, events and the caching allocator's
 statistics. Importable everywhere; without a GPU is_available() is False and the rest raise
 DeviceError saying why."""
-from ._C import _cuda
+from .._C import _cuda
 
 Stream = _cuda.Stream
 Event = _cuda.Event
@@ -21,7 +21,7 @@ def _index(device):
         return -1
     if isinstance(device, int):
         return device
-    from ._C import device as _device
+    from .._C import device as _device
     return _device(device).index if not isinstance(device, _device) else device.index
 
 
@@ -75,3 +75,11 @@ class stream:
         if self._stream is not None:
             set_stream(self._prev)
         return False
+
+
+def is_bf16_supported(including_emulation=True):
+    """Whether the current device computes in bfloat16 natively (compute capability 8.0 or later)."""
+    return is_available() and get_device_properties(current_device())["major"] >= 8
+
+
+from . import amp  # noqa: E402,F401  (rustytorch.cuda.amp: autocast and GradScaler for 'cuda')
