@@ -1,10 +1,11 @@
 """rustytorch against PyTorch, in one process on one device: dispatch cost, pointwise ops,
 LayerNorm, softmax, cross-entropy, GEMMs, causal attention, small training steps, GPT-2 training
-and allocator churn. Every workload gets identical inputs (numpy, fixed seeds) on both sides, a
-check that the outputs agree, then interleaved timing (ours, torch, ours, ...) after warm-up: the
-median of --reps, with CUDA events on the GPU and perf_counter on the CPU. The table gives the
-ratio PyTorch time / ours against the goal, our fraction of the physical floor (bytes / copy
-bandwidth or FLOPs / matmul rate, both measured at start) and the GPU clocks before -> after.
+(fp32 with TF32, and bf16 autocast, whose note also gives PyTorch's time under torch.compile where
+it works) and allocator churn. Every workload gets identical inputs (numpy, fixed seeds) on both
+sides, a check that the outputs agree, then interleaved timing (ours, torch, ours, ...) after
+warm-up: the median of --reps, with CUDA events on the GPU and perf_counter on the CPU. The table
+gives the ratio PyTorch time / ours against the goal, our fraction of the physical floor (bytes /
+copy bandwidth or FLOPs / matmul rate, both measured at start) and the GPU clocks before -> after.
 Workloads whose features rustytorch lacks print "not yet"; without PyTorch only our numbers are
 printed.
 

@@ -104,6 +104,21 @@ def test_fused_optimizers_unscale_and_skip_by_themselves(device, unscale):
             np.testing.assert_array_equal(a, b)
 
 
+def test_a_fused_optimizer_loading_a_per_parameter_state_steps_through_the_scaler(device):
+    """load_state_dict brings the saved groups' flags back (as PyTorch's does): a checkpoint of a
+    per-parameter run loaded into a fused optimizer makes it per-parameter, and the scaler then
+    unscales and decides on the host instead of handing it found_inf."""
+    model = make_model(rt, device)
+    first = optim.AdamW(model.parameters(), lr=0.01, foreach=False)
+    train(rt, device, None, steps=2, model=model, opt=first)
+    opt = optim.AdamW(model.parameters(), lr=0.01, fused=True)
+    assert opt._step_supports_amp_scaling
+    opt.load_state_dict(first.state_dict())
+    assert not opt._step_supports_amp_scaling
+    scales, _, stepped, _ = train(rt, device, None, steps=3, model=model, opt=opt, first=5)
+    assert stepped == [True, False, True] and scales == [2.0 ** 10, 2.0 ** 9, 2.0 ** 9]
+
+
 def test_fused_step_reads_nothing_back_and_leaves_no_attributes():
     model = make_model(rt, "cpu")
     opt = optim.AdamW(model.parameters(), lr=0.01, fused=True)

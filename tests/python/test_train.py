@@ -1,5 +1,6 @@
 """The bundled trainers (rtx-train): command line, short runs of each trainer, exact resume after
-Ctrl-C, checkpoints that survive a kill during saving, and the Bible text cleanup."""
+Ctrl-C, mixed precision (bf16 autocast, fp16 with a GradScaler, exact resume with the scaler),
+checkpoints that survive a kill during saving, and the Bible text cleanup."""
 import json
 import os
 import shutil
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 import rustytorch as rt
-from rustytorch import io, nn, optim
+from rustytorch import amp, io, nn, optim
 from rustytorch.train import checkpoint, gpt, vision
 
 HAVE_FASHION_MNIST = os.path.exists(os.path.join(vision.DATA_DIR, "t10k-labels-idx1-ubyte.gz"))
@@ -44,7 +45,7 @@ def test_help_describes_the_trainers_and_their_flags():
     for word in ("mlp", "cnn", "gpt", "--resume", "checkpoint"):
         assert word in text
     text = rtx_train("gpt", "--help").stdout
-    for word in ("--preset", "--generate", "--temperature", "--top-k", "--max-steps", "--device", "gpt2"):
+    for word in ("--preset", "--generate", "--temperature", "--top-k", "--max-steps", "--device", "gpt2", "--dtype"):
         assert word in text
 
 
@@ -174,24 +175,137 @@ def test_a_run_killed_while_saving_leaves_the_previous_checkpoint_loadable(tmp_p
     assert len([n for n in os.listdir(tmp_path) if n.startswith("checkpoint-")]) <= 3
 
 
-def test_gpt_trains_samples_and_generates_from_the_saved_run(tmp_path):
+def psalm(tmp_path):
     text = tmp_path / "psalm.txt"
     text.write_text("The LORD is my shepherd; I shall not want.\n"
                     "He maketh me to lie down in green pastures: he leadeth me beside the still waters.\n" * 40)
-    out = str(tmp_path / "gpt")
-    result = rtx_train("gpt", "--device", "cpu", "--text", str(text), "--max-steps", "12", "--layers", "1",
-                       "--embd", "32", "--heads", "2", "--context", "16", "--vocab", "300", "--batch-size", "4",
-                       "--log-every", "4", "--eval-every", "6", "--eval-batches", "2", "--sample-tokens", "8",
-                       "--prompt", "The LORD", "--out", out)
-    assert "validation loss" in result.stdout and "The LORD" in result.stdout
+    return str(text)
+
+
+TINY_GPT = ["--device", "cpu", "--layers", "1", "--embd", "32", "--heads", "2", "--context", "16", "--vocab", "300",
+            "--batch-size", "4", "--eval-batches", "2", "--sample-tokens", "8", "--prompt", "The LORD"]
+
+
+def tiny_gpt_run(tmp_path, out, *flags):
+    """A 12-step run of the tiny GPT into tmp_path/out; returns (out, stdout)."""
+    out = str(tmp_path / out)
+    result = rtx_train("gpt", *TINY_GPT, *flags, "--text", psalm(tmp_path), "--max-steps", "12", "--log-every", "3",
+                       "--eval-every", "6", "--out", out)
+    return out, result.stdout
+
+
+@pytest.fixture(scope="module")
+def fp32_run(tmp_path_factory):
+    return tiny_gpt_run(tmp_path_factory.mktemp("fp32"), "gpt")
+
+
+def test_gpt_trains_samples_and_generates_from_the_saved_run(fp32_run):
+    out, stdout = fp32_run
+    assert "validation loss" in stdout and "The LORD" in stdout
+    assert "on cpu in fp32" in stdout  # the CPU's default
     rows = metrics(out)
     assert rows[-1]["loss"] < rows[0]["loss"]
-    assert all(r["unit"] == "tok/s" for r in rows)
+    assert all(r["unit"] == "tok/s" and r["dtype"] == "fp32" for r in rows)
     assert [r["step"] for r in metrics(out, "eval")] == [6, 12]
     sampled = rtx_train("gpt", "--device", "cpu", "--generate", "He maketh", "--tokens", "10", "--out", out).stdout
     assert sampled.startswith("He maketh")
     again = rtx_train("gpt", "--device", "cpu", "--generate", "He maketh", "--tokens", "10", "--out", out).stdout
     assert sampled == again  # the sample's seed is --seed
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_gpt_trains_under_cpu_autocast(tmp_path, fp32_run, dtype):
+    out, stdout = tiny_gpt_run(tmp_path, dtype, "--dtype", dtype)
+    assert f"on cpu in {dtype}" in stdout
+    # The loss curve (train rows every 3 steps, evaluations at 6 and 12) follows the fp32 run's
+    # within the rounding of the low dtype, and is not the fp32 curve itself.
+    rows, reference = metrics(out) + metrics(out, "eval"), metrics(fp32_run[0]) + metrics(fp32_run[0], "eval")
+    assert [r["step"] for r in rows] == [r["step"] for r in reference] == [3, 6, 9, 12, 6, 12]
+    assert all(r["dtype"] == dtype for r in rows)
+    losses, expected = np.array([r["loss"] for r in rows]), np.array([r["loss"] for r in reference])
+    np.testing.assert_allclose(losses, expected, rtol=2e-3)
+    assert not np.array_equal(losses, expected)
+    assert losses[3] < losses[0]
+    with open(os.path.join(out, "config.json")) as f:
+        assert json.load(f)["dtype"] == dtype
+    # The parameters stay float32; fp16 runs save their GradScaler's state.
+    path = checkpoint.latest(out)
+    assert all(v.dtype == rt.float32 for k, v in io.load_file(path).items() if k.startswith("model."))
+    scaler = json.loads(io.load_metadata(path)["scaler"])
+    assert (scaler["scale"] == 2.0 ** 16) if dtype == "fp16" else (scaler == {})
+
+
+def test_fp16_resume_restores_the_scaler_and_continues_exactly(tmp_path):
+    args = ["gpt", *TINY_GPT, "--dtype", "fp16", "--text", psalm(tmp_path), "--max-steps", "12", "--log-every", "2",
+            "--checkpoint-every", "6", "--eval-every", "6"]
+    whole, parts = str(tmp_path / "whole"), str(tmp_path / "parts")
+    rtx_train(*args, "--out", whole)
+    # The run as it was when its step-6 checkpoint was the newest: resumed from there.
+    shutil.copytree(whole, parts)
+    os.remove(os.path.join(parts, "checkpoint-00000012.safetensors"))
+    result = rtx_train("gpt", "--resume", "--out", parts)
+    assert f"resumed from {parts}" in result.stdout and "in fp16" in result.stdout
+    fields = ("step", "epoch", "loss", "lr", "dtype")
+    assert [[r[k] for k in fields] for r in metrics(parts)] == [[r[k] for k in fields] for r in metrics(whole)]
+    assert metrics(parts, "eval") == metrics(whole, "eval")
+    a, b = (checkpoint.latest(d) for d in (whole, parts))
+    # Scale and growth tracker (12 clean steps) as in the uninterrupted run.
+    assert io.load_metadata(a)["scaler"] == io.load_metadata(b)["scaler"]
+    a, b = io.load_file(a), io.load_file(b)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert np.array_equal(a[key].numpy(), b[key].numpy()), key
+
+    result = rtx_train("gpt", "--resume", "--dtype", "bf16", "--out", parts, check=False)
+    assert result.returncode == 2
+    assert f"the run in {parts} trains in fp16" in result.stderr and "bf16" in result.stderr
+
+
+def test_checkpoint_round_trip_restores_the_grad_scaler(tmp_path):
+    rt.manual_seed(0)
+    model = nn.Linear(4, 2)
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    scaler = amp.GradScaler("cpu", init_scale=4.0, growth_interval=2)
+    for _ in range(3):  # grows to 8 after two finite steps, then counts one step towards the next growth
+        with rt.autocast("cpu", dtype=rt.float16):
+            loss = model(rt.randn(3, 4)).float().sum()
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    assert scaler.get_scale() == 8.0
+    path = checkpoint.save(str(tmp_path), 3, model, opt, {"step": 3}, scaler=scaler)
+
+    restored, model2 = amp.GradScaler("cpu"), nn.Linear(4, 2)
+    checkpoint.load(path, model2, optim.SGD(model2.parameters(), lr=0.1), restored)
+    assert restored.state_dict() == scaler.state_dict()
+    assert restored.state_dict()["_growth_tracker"] == 1
+
+
+def test_checkpoint_round_trip_continues_fused_adamw_exactly(tmp_path, device):
+    # The gpt trainer's optimizer on the GPU: fused AdamW, whose step counts are device tensors.
+    def build():
+        rt.manual_seed(0)
+        model = nn.Linear(8, 4).to(device)
+        return model, optim.AdamW(model.parameters(), lr=0.01, fused=True)
+
+    def step(model, opt, seed):
+        rt.manual_seed(seed)
+        opt.zero_grad()
+        model(rt.randn(5, 8, device=device)).square().sum().backward()
+        opt.step()
+
+    model, opt = build()
+    for seed in (1, 2):
+        step(model, opt, seed)
+    path = checkpoint.save(str(tmp_path), 2, model, opt, {"step": 2})
+    step(model, opt, 3)
+    resumed, resumed_opt = build()
+    checkpoint.load(path, resumed, resumed_opt)
+    step(resumed, resumed_opt, 3)
+    for a, b in zip(model.parameters(), resumed.parameters()):
+        assert np.array_equal(a.detach().cpu().numpy(), b.detach().cpu().numpy())
+    assert resumed_opt.param_groups[0]["fused"] is True
 
 
 def test_gpt_shapes_follow_gpt2():

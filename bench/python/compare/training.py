@@ -1,14 +1,23 @@
 """Training workloads: an MLP with Adam, a LeNet-style CNN with SGD, GPT-2 training steps (fp32
-weights, TF32 matmuls), and allocator churn over GPT steps of varying shape. Both sides start from
+weights with TF32 matmuls, and bf16 autocast with fused AdamW, where PyTorch's side is also timed
+under torch.compile), and allocator churn over GPT steps of varying shape. Both sides start from
 rustytorch's initial weights, loaded into the PyTorch model built by the same code."""
+import contextlib
 import time
 
 import numpy as np
 
-from .harness import (Workload, check_runs, flops_floor_ms, integers, interleaved, matmul_precision, measure, medians,
-                      randn)
+from .harness import (Context, Workload, check_runs, flops_floor_ms, integers, interleaved, matmul_precision, measure,
+                      medians, randn)
 
 TRAIN_TOL = 5e-3
+# The bf16 rows compare the losses of two steps, as the fp32 rows do. bf16 rounds each matmul input
+# to 8 significant bits (2^-9 ~ 2e-3 relative, against TF32's 2^-12), but a loss is the mean of B*T
+# per-token losses whose rounding errors mostly cancel: PyTorch's own bf16 and fp32 losses of these
+# steps differ by 1e-6 (preset "cpu", B=2) .. 5e-5 (preset "small") relative, and ours and
+# PyTorch's bf16 losses by 7e-6 (preset "cpu"). 1e-3 leaves that noise a factor of 20-100 and still
+# catches a loss computed in bf16 rather than float32 (a bf16 loss of ~10 is off by up to 3e-3).
+BF16_TRAIN_TOL = 1e-3
 CHURN_BATCHES = (1, 2, 4, 8)
 CHURN_CONTEXT_DIVISORS = (8, 4, 2, 1)  # T = context / divisor
 
@@ -20,11 +29,12 @@ def workloads(ctx):
     rows = [
         Workload(f"mlp 784-1024-1024-10 fp32 B={mlp_batch} Adam step", 2.0, lambda c: mlp(c, mlp_batch)),
         Workload(f"lenet cnn fp32 B={cnn_batch} SGD step", 2.0, lambda c: lenet(c, cnn_batch)),
-        Workload(f"{label} train bf16 autocast B=8 T={T}", None, status="not yet",
-                 note="rustytorch has no autocast"),
     ]
     for B in ctx.size(ctx.args.gpt_batches, [2]):
         rows.append(Workload(f"{label} train fp32+tf32 B={B} T={T}", None, lambda c, B=B: gpt_train(c, B)))
+    for B in ctx.size(ctx.args.gpt_batches, [2]):
+        rows.append(Workload(f"{label} train bf16 autocast B={B} T={T}", None,
+                             lambda c, B=B: gpt_train(c, B, autocast="bfloat16")))
     for B in (1, 64):
         rows.append(Workload(f"{label} decode KV cache B={B}", None, status="not yet",
                              note="no KV-cache model in rustytorch.train.gpt"))
@@ -51,11 +61,18 @@ def twin_models(ctx, build):
     return models
 
 
-def step_run(side, model, opt, x, y, clip=None):
-    """One training step on (x, y); returns the loss (before the update)."""
+def step_run(side, model, opt, x, y, clip=None, autocast=None):
+    """One training step on (x, y), the forward and the loss under autocast to the dtype named
+    autocast (e.g. "bfloat16") when given; returns the loss (before the update)."""
+    def amp():
+        if autocast is None:
+            return contextlib.nullcontext()
+        return side.lib.autocast(side.device, dtype=getattr(side.lib, autocast))
+
     def run():
-        out = model(x)
-        loss = side.F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+        with amp():
+            out = model(x)
+            loss = side.F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
         if clip:
@@ -102,21 +119,24 @@ def gpt_config(ctx):
     return ("gpt-2 124M" if preset == "gpt2" else f"gpt preset '{preset}'"), gpt.PRESETS[preset]
 
 
-def gpt_models(ctx):
-    """{side: (model, AdamW)} from the same initial weights and a fresh optimizer on every call, so
-    that each workload's agreement check starts where both libraries agree. The models are built once."""
+def gpt_models(ctx, fused=False):
+    """{side: (model, AdamW)} from the same initial weights and a fresh optimizer (fused: its fused
+    implementation) on every call, so that each workload's agreement check starts where both
+    libraries agree. The models are built once."""
     from rustytorch.train import gpt
     if "gpt" not in ctx.cache:
         config = gpt_config(ctx)[1]
         models = twin_models(ctx, lambda nn: gpt.gpt_class(nn, nn.functional)(config))
-        initial = {k: v.detach().cpu().numpy() for k, v in models["rustytorch"].state_dict().items()}
+        # copy(): on the CPU numpy() shares the parameters' memory, which the steps update in place.
+        initial = {k: v.detach().cpu().numpy().copy() for k, v in models["rustytorch"].state_dict().items()}
         ctx.cache["gpt"] = (models, initial)
     models, initial = ctx.cache["gpt"]
     fresh = {}
     for side in ctx.sides:
         model = models[side.name]
         model.load_state_dict({k: side.lib.from_numpy(v.copy()).to(side.device) for k, v in initial.items()})
-        fresh[side.name] = (model, side.lib.optim.AdamW(gpt.parameter_groups(model, 0.1), lr=3e-4, betas=(0.9, 0.95)))
+        fresh[side.name] = (model, side.lib.optim.AdamW(gpt.parameter_groups(model, 0.1), lr=3e-4, betas=(0.9, 0.95),
+                                                        fused=fused))
     return fresh
 
 
@@ -127,18 +147,22 @@ def gpt_flops(model, tokens, context):
     return 6 * n * tokens + 6 * c.layers * c.embd * context * tokens
 
 
-def gpt_train(ctx, B):
-    models = gpt_models(ctx)
+def gpt_train(ctx, B, autocast=None):
+    """GPT-2 training steps with clipping and AdamW: fp32 with TF32 matmuls, or (autocast="bfloat16")
+    the forward and loss under bf16 autocast with fused AdamW, where PyTorch's side is also timed
+    with torch.compile(model)."""
+    models = gpt_models(ctx, fused=autocast is not None)
     config = gpt_config(ctx)[1]
     T = config.context
     data = integers(config.vocab, (B, T + 1), 1)
-    runs = {}
+    runs, batches = {}, {}
     for side in ctx.sides:
         model, opt = models[side.name]
         tokens = side.tensor(data)
-        runs[side.name] = step_run(side, model, opt, tokens[:, :-1], tokens[:, 1:], clip=1.0)
+        batches[side.name] = tokens[:, :-1], tokens[:, 1:]
+        runs[side.name] = step_run(side, model, opt, *batches[side.name], clip=1.0, autocast=autocast)
     with matmul_precision(ctx.sides, "high"):
-        result = check_runs(runs, TRAIN_TOL, checks=2)
+        result = check_runs(runs, TRAIN_TOL if autocast is None else BF16_TRAIN_TOL, checks=2)
         for side in ctx.sides:
             side.sync()
             if side.cuda:
@@ -148,10 +172,27 @@ def gpt_train(ctx, B):
     note = "tok/s " + " vs ".join(f"{B * T / (result[k] / 1e3):,.0f}" for k in ("ours", "torch") if k in result)
     if peaks:
         note += "; peak GiB " + " vs ".join(f"{v:.1f}" for v in peaks.values())
+    if autocast is not None and len(ctx.sides) > 1:
+        side = ctx.sides[1]
+        compiled = torch_compile_ms(ctx, side, *models[side.name], *batches[side.name], autocast)
+        result["torch_compile"] = compiled
+        note += "; torch.compile " + (f"{compiled:.2f} ms" if isinstance(compiled, float) else compiled)
     model = models["rustytorch"][0]
-    return {**result, "floor_ms": flops_floor_ms(ctx, gpt_flops(model, B * T, T), "tf32"), "note": note,
+    precision = "tf32" if autocast is None else "bf16"
+    return {**result, "floor_ms": flops_floor_ms(ctx, gpt_flops(model, B * T, T), precision), "note": note,
             "tokens_per_s": {k: B * T / (result[k] / 1e3) for k in ("ours", "torch") if k in result},
             "peak_allocated_GiB": peaks}
+
+
+def torch_compile_ms(ctx, side, model, opt, x, y, autocast):
+    """Median ms of PyTorch's step with torch.compile(model) (compiled during the warm-up), or why
+    torch.compile failed here."""
+    try:
+        run = step_run(side, side.lib.compile(model), opt, x, y, clip=1.0, autocast=autocast)
+        with matmul_precision([side], "high"):
+            return medians(interleaved(Context([side], ctx.args), {side.name: run}))[side.name]
+    except Exception as e:  # e.g. no C++ compiler or Triton for the generated kernels
+        return "failed: " + f"{type(e).__name__}: {e}".splitlines()[0][:100]
 
 
 def churn(ctx):

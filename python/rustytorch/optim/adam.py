@@ -34,8 +34,6 @@ class Adam(Optimizer):
                                       maximize=maximize, foreach=foreach, capturable=capturable,
                                       differentiable=differentiable, fused=fused,
                                       decoupled_weight_decay=decoupled_weight_decay, master_weights=master_weights))
-        if fused:
-            self._step_supports_amp_scaling = True
 
     @no_grad()
     def step(self, closure=None):

@@ -61,6 +61,12 @@ class Optimizer:
             raise _C.ValueError("add_param_group: some parameters appear in more than one parameter group")
         self.param_groups.append(param_group)
 
+    @property
+    def _step_supports_amp_scaling(self):
+        """Whether step() takes a GradScaler's grad_scale and found_inf itself (every group fused):
+        a property, since load_state_dict may bring back groups of another implementation."""
+        return all(g.get("fused") for g in self.param_groups)
+
     def zero_grad(self, set_to_none=True):
         for group in self.param_groups:
             for p in group["params"]:

@@ -23,8 +23,6 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize, foreach=foreach,
                                       differentiable=differentiable, fused=fused, master_weights=master_weights))
-        if fused:
-            self._step_supports_amp_scaling = True
 
     @no_grad()
     def step(self, closure=None):

@@ -3,6 +3,7 @@
     rtx-train cnn                      # Fashion-MNIST CNN (the default job; ~91% in 3 epochs)
     rtx-train mlp --epochs 10          # Fashion-MNIST MLP
     rtx-train gpt --preset cpu         # GPT on the King James Bible
+    rtx-train gpt --dtype fp16         # autocast in float16 with a GradScaler (default: bf16 on GPUs)
     rtx-train gpt --generate "In the beginning" --out runs/gpt
     rtx-train cnn --resume             # continue runs/cnn from its newest checkpoint
 
@@ -17,6 +18,7 @@ import rustytorch as rt
 from .. import cuda, optim
 from . import gpt, vision
 from .loop import fit, seed_everything, warmup_cosine
+from .precision import AUTOCAST_DTYPES, Precision, default_dtype
 from .run_files import RunFiles
 
 #: Per-trainer defaults of the flags every trainer has.
@@ -73,6 +75,10 @@ def parser():
     g = p.add_argument_group("training")
     g.add_argument("--weight-decay", type=float, help="AdamW decay of the weight matrices (0.1)")
     g.add_argument("--clip", type=float, help="global gradient-norm clip (1.0)")
+    g.add_argument("--dtype", choices=list(AUTOCAST_DTYPES),
+                   help="bf16, fp16: forward and loss under autocast in that dtype (fp16 with a GradScaler), "
+                        "float32 parameters; fp32: float32 throughout (bf16 on GPUs of compute capability "
+                        ">= 8.0, else fp32)")
     g.add_argument("--warmup", type=int, help="warm-up steps (100, at most a tenth of the run)")
     g.add_argument("--eval-batches", type=int, help="validation batches per evaluation (8)")
     g.add_argument("--text", help="train on this UTF-8 file instead of the King James Bible")
@@ -95,10 +101,18 @@ def resolve(args):
     if args.resume and os.path.exists(config_path):
         with open(config_path) as f:
             saved = {k: v for k, v in json.load(f).items() if k not in _RUN_ONLY}
+        if args.command == "gpt":
+            saved.setdefault("dtype", "fp32")  # configs written before --dtype existed
+            if given.get("dtype", saved["dtype"]) != saved["dtype"]:
+                raise ValueError(f"--resume: the run in {given['out']} trains in {saved['dtype']}, so it cannot "
+                                 f"continue in {given['dtype']} (its checkpoints hold that run's GradScaler and "
+                                 f"updates); leave out --dtype, or start a new run with another --out")
     defaults = {**COMMON, **DEFAULTS[args.command], **(GPT_DEFAULTS if args.command == "gpt" else {})}
     merged = {**vars(args), **defaults, **saved, **given}
     if merged["device"] is None:
         merged["device"] = "cuda" if cuda.is_available() else "cpu"
+    if args.command == "gpt" and merged["dtype"] is None:
+        merged["dtype"] = default_dtype(merged["device"])
     merged["resume"] = bool(args.resume)
     return argparse.Namespace(**merged)
 
@@ -126,7 +140,8 @@ def run_vision(args):
     files = RunFiles(args.out, _config(args), resume=args.resume)
     start = time.perf_counter()
     result = fit(args, files, model, optimizer, task, total, steps_per_epoch,
-                 lr_at=lambda step: warmup_cosine(step, args.lr, min(100, total // 10), total))
+                 lr_at=lambda step: warmup_cosine(step, args.lr, min(100, total // 10), total),
+                 precision=Precision("fp32", args.device))
     metrics = result["metrics"]
     print(f"\ntest accuracy {100 * metrics['accuracy']:.2f}% (loss {metrics['loss']:.4f}) after {total} steps "
           f"({total / steps_per_epoch:.2f} epochs) in {time.perf_counter() - start:.0f} s")
@@ -146,9 +161,10 @@ def run_gpt(args):
     tokenizer = gpt.train_tokenizer(text, config.vocab)
     print(f"gpt: {len(text) / 1e6:.1f} MB of text, BPE of {tokenizer.vocab_size} tokens trained in "
           f"{time.perf_counter() - t0:.1f} s", flush=True)
+    precision = Precision(args.dtype, args.device)
     model = gpt.GPT(config)
     print(f"gpt: {sum(p.numel() for p in model.parameters()):,} parameters ({config.layers} layers, {config.heads} "
-          f"heads, {config.embd} wide, context {config.context}) on {args.device}", flush=True)
+          f"heads, {config.embd} wide, context {config.context}) on {args.device} in {args.dtype}", flush=True)
     model.to(args.device)
     task = gpt.LanguageModelTask(args, config, tokenizer, text)
     steps_per_epoch = task.train_size // args.batch_size
@@ -158,7 +174,8 @@ def run_gpt(args):
     gpt.save_run_description(files, config, tokenizer)
     start = time.perf_counter()
     result = fit(args, files, model, optimizer, task, total, steps_per_epoch,
-                 lr_at=lambda step: warmup_cosine(step, args.lr, min(args.warmup, total // 10), total, floor=0.1))
+                 lr_at=lambda step: warmup_cosine(step, args.lr, min(args.warmup, total // 10), total, floor=0.1),
+                 precision=precision)
     print(f"\nvalidation loss {result['metrics']['loss']:.4f} after {total} steps in "
           f"{time.perf_counter() - start:.0f} s")
     print(_outputs(args.out))
@@ -170,12 +187,13 @@ def _config(args):
 
 
 def main(argv=None):
-    args = resolve(parser().parse_args(argv))
+    parsed = parser().parse_args(argv)
     try:
+        args = resolve(parsed)
         seed_everything(args)
         (run_gpt if args.command == "gpt" else run_vision)(args)
     except (FileNotFoundError, ValueError, rt.Error) as e:
-        print(f"rtx-train {args.command}: {e}", file=sys.stderr)
+        print(f"rtx-train {parsed.command}: {e}", file=sys.stderr)
         raise SystemExit(2)
 
 

@@ -239,7 +239,9 @@ class LanguageModelTask:
 
 
 def make_optimizer(model, args):
-    return optim.AdamW(parameter_groups(model, args.weight_decay), lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    """AdamW (GPT-2's betas); its fused implementation on the GPU."""
+    return optim.AdamW(parameter_groups(model, args.weight_decay), lr=args.lr, betas=(0.9, 0.95), eps=1e-8,
+                       fused=rt.device(args.device).type == "cuda")
 
 
 def config_from_args(args):

@@ -1,7 +1,9 @@
 """The training loop the trainers share: a step counter drives everything (the epoch, the position
 in the epoch's shuffled order, the learning rate), so a run restored from a checkpoint continues
 with exactly the batches, dropout masks and updates the uninterrupted run would have used.
-Ctrl-C finishes the current step, saves a checkpoint and exits."""
+Ctrl-C finishes the current step, saves a checkpoint and exits. The forward and the loss run under
+the run's autocast and the backward through its GradScaler (precision.py), which the checkpoints
+also hold."""
 import math
 import signal
 import time
@@ -47,15 +49,17 @@ class Interrupt:
         signal.signal(signal.SIGINT, self.previous)
 
 
-def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at):
-    """Trains model on task (vision.py, gpt.py) for total_steps optimizer steps at lr_at(step)."""
+def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at, precision):
+    """Trains model on task (vision.py, gpt.py) for total_steps optimizer steps at lr_at(step), in
+    precision (a precision.Precision)."""
+    scaler = precision.scaler
     step, elapsed = 0, 0.0
     window_losses = []  # the losses since the last metrics row, whose mean the row reports
     if args.resume:
         path = checkpoint.latest(args.out)
         if path is None:
             raise FileNotFoundError(f"--resume: no checkpoint in {args.out}")
-        progress = checkpoint.load(path, model, optimizer)
+        progress = checkpoint.load(path, model, optimizer, scaler)
         step, elapsed = progress["step"], progress["time"]
         window_losses = progress["window_losses"]
         files.keep_until(step)
@@ -67,13 +71,13 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
     last_eval = None
 
     def evaluate():
-        with no_grad():
+        with no_grad(), precision.autocast():
             model.eval()
             return task.evaluate(model)
 
     def save():
         progress = {"step": step, "time": elapsed, "window_losses": window_losses}
-        return checkpoint.save(args.out, step, model, optimizer, progress, keep=args.keep)
+        return checkpoint.save(args.out, step, model, optimizer, progress, keep=args.keep, scaler=scaler)
 
     with Interrupt() as interrupt:
         while step < total_steps:
@@ -86,11 +90,14 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
             for group in optimizer.param_groups:
                 group["lr"] = lr
             model.train()
-            loss = task.loss(model, batch)
+            with precision.autocast():
+                loss = task.loss(model, batch)
             optimizer.zero_grad()
-            loss.backward()
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)  # so that gradient clipping sees the true gradients
             task.before_step(model)
-            optimizer.step()
+            scaler.step(optimizer)  # skipped when fp16 gradients overflowed
+            scaler.update()
             loss_value = loss.item()
             step += 1
             step_time = time.perf_counter() - t0
@@ -101,13 +108,13 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
             if step % args.log_every == 0 or step == total_steps:
                 throughput = window_samples / max(window_time, 1e-9)
                 files.log(split="train", step=step, epoch=epoch, loss=sum(window_losses) / len(window_losses), lr=lr,
-                          throughput=round(throughput, 1), unit=rate, time=round(elapsed, 3))
+                          throughput=round(throughput, 1), unit=rate, time=round(elapsed, 3), dtype=precision.name)
                 window_time, window_samples, window_losses = 0.0, 0, []
             bar.update(step, loss=loss_value, lr=lr, **{rate: round(throughput)})
             end_of_epoch = step % steps_per_epoch == 0
             if (args.eval_every and step % args.eval_every == 0) or end_of_epoch or step == total_steps:
                 last_eval = evaluate()
-                files.log(split="eval", step=step, epoch=epoch, **last_eval["metrics"])
+                files.log(split="eval", step=step, epoch=epoch, **last_eval["metrics"], dtype=precision.name)
                 bar.write(f"step {step}: " + " ".join(f"{k} {v:.4f}" for k, v in last_eval["metrics"].items()))
                 if "sample" in last_eval:
                     bar.write(last_eval["sample"])
