@@ -1,7 +1,6 @@
 // CUDA kernels of loss scaling (kernels/common/amp_scale.h): every gradient of a dtype unscaled and
 // checked in one multi-tensor launch (or a few), without reading anything back to the host, and the
 // scale update in a one-thread kernel.
-#include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/amp.h"
 #include "kernels/cuda/multi_tensor.cuh"
@@ -47,7 +46,7 @@ void update_scale_cuda(const Tensor& scale, const Tensor& growth_tracker, const 
 
 }  // namespace
 
-void register_amp_kernels() {
+RTX_REGISTER_KERNELS(amp_cuda) {
   kernels::non_finite_check_and_unscale_kernel.set(kCUDA, non_finite_check_and_unscale_cuda);
   kernels::update_scale_kernel.set(kCUDA, update_scale_cuda);
 }

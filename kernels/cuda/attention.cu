@@ -28,7 +28,6 @@
 #include <limits>
 #include <type_traits>
 
-#include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
 #include "kernels/cuda/rows.cuh"
@@ -1252,7 +1251,7 @@ void attention_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& d
 
 }  // namespace
 
-void register_attention_kernels() {
+RTX_REGISTER_KERNELS(attention_cuda) {
   kernels::attention_kernel.set(kCUDA, attention_cuda);
   kernels::attention_backward_kernel.set(kCUDA, attention_backward_cuda);
 }

@@ -9,7 +9,6 @@
 // DeviceError.
 #include "rtx/config.h"
 
-#include "backend/cuda/register.h"
 #include "core/check.h"
 #include "dispatch/conv.h"
 
@@ -399,7 +398,7 @@ void conv2d_backward_weight_cuda(const Tensor&, const Tensor&, const Tensor&, co
 
 }  // namespace
 
-void register_conv_kernels() {
+RTX_REGISTER_KERNELS(conv_cuda) {
   kernels::conv2d_kernel.set(kCUDA, conv2d_cuda);
   kernels::conv2d_backward_input_kernel.set(kCUDA, conv2d_backward_input_cuda);
   kernels::conv2d_backward_weight_kernel.set(kCUDA, conv2d_backward_weight_cuda);

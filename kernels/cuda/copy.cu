@@ -1,7 +1,6 @@
 // CUDA copy/cast, transfer and fill kernels. A move with a CPU end is one cudaMemcpyAsync on the
 // current stream, waited for unless it is non-blocking with a pinned host end; moves between GPUs
 // are peer copies ordered with both devices' streams.
-#include "backend/cuda/register.h"
 #include "kernels/cuda/copy.h"
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
@@ -81,7 +80,7 @@ Tensor contiguous_cuda(const Tensor& t) {
   return c;
 }
 
-void register_copy_kernels() {
+RTX_REGISTER_KERNELS(copy_cuda) {
   kernels::copy_kernel.set(kCUDA, copy_cuda);
   kernels::transfer_kernel.set(kCUDA, transfer_cuda);
   kernels::fill_kernel.set(kCUDA, fill_cuda);

@@ -14,7 +14,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/cuda/sort.cuh"
 #include "dispatch/index.h"
@@ -543,7 +542,7 @@ void triangle_cuda(const Tensor& out, const Tensor& x, int64_t diagonal, bool up
 
 }  // namespace
 
-void register_index_kernels() {
+RTX_REGISTER_KERNELS(index_cuda) {
   kernels::gather_kernel.set(kCUDA, gather_cuda);
   kernels::index_select_kernel.set(kCUDA, index_select_cuda);
   kernels::scatter_kernel.set(kCUDA, scatter_cuda);

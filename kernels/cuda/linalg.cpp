@@ -18,7 +18,6 @@
 #include <utility>
 
 #include "backend/cuda/plan_cache.h"
-#include "backend/cuda/register.h"
 #include "backend/cuda/runtime.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
@@ -284,6 +283,6 @@ void matmul_cuda(const Tensor& out, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-void register_linalg_kernels() { kernels::matmul_kernel.set(kCUDA, matmul_cuda); }
+RTX_REGISTER_KERNELS(linalg_cuda) { kernels::matmul_kernel.set(kCUDA, matmul_cuda); }
 
 }  // namespace rtx::cuda

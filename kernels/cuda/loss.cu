@@ -7,7 +7,6 @@
 // are summed by fixed blocks and then in block order (deterministic, no atomics).
 #include <algorithm>
 
-#include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
 #include "kernels/cuda/rows.cuh"
@@ -440,7 +439,7 @@ void nll_loss_backward_cuda(const Tensor& grad, const Tensor& g, const Tensor& t
 
 }  // namespace
 
-void register_loss_kernels() {
+RTX_REGISTER_KERNELS(loss_cuda) {
   kernels::cross_entropy_kernel.set(kCUDA, cross_entropy_cuda);
   kernels::cross_entropy_backward_kernel.set(kCUDA, cross_entropy_backward_cuda);
   kernels::nll_loss_kernel.set(kCUDA, nll_loss_cuda);

@@ -10,7 +10,6 @@
 #include <limits>
 #include <vector>
 
-#include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
 #include "kernels/cuda/rows.cuh"
@@ -501,7 +500,7 @@ void one_hot_cuda(const Tensor& out, const Tensor& indices) {
 
 }  // namespace
 
-void register_nn_kernels() {
+RTX_REGISTER_KERNELS(nn_cuda) {
   kernels::softmax_kernel.set(kCUDA, softmax_cuda);
   kernels::softmax_backward_kernel.set(kCUDA, softmax_backward_cuda);
   kernels::embedding_kernel.set(kCUDA, embedding_cuda);

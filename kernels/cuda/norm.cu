@@ -7,7 +7,6 @@
 // chunk order by a second kernel: deterministic without atomics.
 #include <algorithm>
 
-#include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
 #include "kernels/cuda/rows.cuh"
@@ -560,7 +559,7 @@ void batch_norm_backward_cuda(const Tensor& grad_x, const Tensor& grad_weight, c
 
 }  // namespace
 
-void register_norm_kernels() {
+RTX_REGISTER_KERNELS(norm_cuda) {
   kernels::layer_norm_kernel.set(kCUDA, layer_norm_cuda);
   kernels::layer_norm_backward_kernel.set(kCUDA, layer_norm_backward_cuda);
   kernels::batch_norm_stats_kernel.set(kCUDA, batch_norm_stats_cuda);

@@ -2,7 +2,6 @@
 // multi-tensor launcher: one launch updates the chunks of many parameters. Step counts kept in
 // tensors are first incremented by a launch of their own (every block of a parameter then reads the
 // same count) and each block computes its parameter's bias corrections from its count.
-#include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/optim.h"
 #include "kernels/cuda/multi_tensor.cuh"
@@ -89,7 +88,7 @@ void sgd_multi_step_cuda(const kernels::SgdTensors& t, const kernels::SgdStep& s
 
 }  // namespace
 
-void register_optim_kernels() {
+RTX_REGISTER_KERNELS(optim_cuda) {
   kernels::adam_multi_step_kernel.set(kCUDA, adam_multi_step_cuda);
   kernels::sgd_multi_step_kernel.set(kCUDA, sgd_multi_step_cuda);
 }

@@ -2,7 +2,6 @@
 // logical ops and its binary, ternary and where functor ops): every op instantiates the one
 // launcher (pointwise.cuh) with its functor for the dtypes its rule allows, through
 // kernels/common/pointwise_kernels.inc (shared with the CPU backend).
-#include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/common/pointwise_functors.h"
 #include "kernels/cuda/pointwise.cuh"
@@ -18,6 +17,6 @@ constexpr DeviceType kDevice = kCUDA;
 
 }  // namespace
 
-void register_pointwise_binary_kernels() { pointwise_table::register_pointwise_binary(); }
+RTX_REGISTER_KERNELS(pointwise_binary_cuda) { pointwise_table::register_pointwise_binary(); }
 
 }  // namespace rtx::cuda

@@ -1,7 +1,6 @@
 // CUDA kernels of the one-input pointwise ops (the table's unary ops, predicates and unary functor
 // ops): every op instantiates the one launcher (pointwise.cuh) with its functor for the dtypes its
 // rule allows, through kernels/common/pointwise_kernels.inc (shared with the CPU backend).
-#include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/common/pointwise_functors.h"
 #include "kernels/cuda/pointwise.cuh"
@@ -17,6 +16,6 @@ constexpr DeviceType kDevice = kCUDA;
 
 }  // namespace
 
-void register_pointwise_unary_kernels() { pointwise_table::register_pointwise_unary(); }
+RTX_REGISTER_KERNELS(pointwise_unary_cuda) { pointwise_table::register_pointwise_unary(); }
 
 }  // namespace rtx::cuda

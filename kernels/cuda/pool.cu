@@ -12,7 +12,6 @@
 #include <limits>
 #include <type_traits>
 
-#include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/cuda/pointwise.cuh"
 #include "dispatch/pool.h"
@@ -397,7 +396,7 @@ void adaptive_avg_pool2d_backward_cuda(const Tensor& grad_x, const Tensor& grad_
 
 }  // namespace
 
-void register_pool_kernels() {
+RTX_REGISTER_KERNELS(pool_cuda) {
   kernels::max_pool2d_kernel.set(kCUDA, max_pool2d_cuda);
   kernels::max_pool2d_backward_kernel.set(kCUDA, max_pool2d_backward_cuda);
   kernels::avg_pool2d_kernel.set(kCUDA, avg_pool2d_cuda);

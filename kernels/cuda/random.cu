@@ -7,7 +7,6 @@
 // the CUDA topk, which breaks ties to the lower category as the CPU does.
 #include <limits>
 
-#include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/common/philox.h"
 #include "kernels/cuda/sort.cuh"
@@ -275,7 +274,7 @@ void multinomial_cuda(const Tensor& out, const GeneratorState& rng, const Tensor
 
 }  // namespace
 
-void register_random_kernels() {
+RTX_REGISTER_KERNELS(random_cuda) {
   using namespace kernels;
   uniform_kernel.set(kCUDA, uniform_cuda);
   normal_kernel.set(kCUDA, normal_cuda);

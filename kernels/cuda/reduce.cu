@@ -8,7 +8,6 @@
 #include <limits>
 #include <type_traits>
 
-#include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/common/reduce_ops.h"
 #include "kernels/cuda/reduce.cuh"
@@ -249,7 +248,7 @@ void cumsum_cuda(const Tensor& out, const Tensor& x, int64_t dim) {
 
 }  // namespace
 
-void register_reduce_kernels() {
+RTX_REGISTER_KERNELS(reduce_cuda) {
   using namespace kernels;
   sum_kernel.set(kCUDA, sum_cuda);
   mean_kernel.set(kCUDA, mean_cuda);

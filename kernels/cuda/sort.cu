@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "backend/cuda/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/cuda/sort.cuh"
 #include "dispatch/sort.h"
@@ -407,7 +406,7 @@ void topk_cuda(const Tensor& values, const Tensor& indices, const Tensor& x, int
 
 }  // namespace
 
-void register_sort_kernels() {
+RTX_REGISTER_KERNELS(sort_cuda) {
   kernels::sort_kernel.set(kCUDA, sort_cuda);
   kernels::topk_kernel.set(kCUDA, topk_cuda);
 }

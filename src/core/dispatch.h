@@ -1,7 +1,7 @@
 // The kernel registry: one table per op with a slot per device type, declared by the op's family
-// (src/dispatch/<family>.h) and filled by the backends' register_*_kernels(), which the library
-// calls once when it is loaded (src/core/init.cpp). The
-// tables are constant-initialized, so no static-initialization order matters. A lookup is an array index.
+// (src/dispatch/<family>.h) and filled by each backend file of the family from its
+// RTX_REGISTER_KERNELS block, which runs once when the library is loaded. The tables are
+// constant-initialized, so no static-initialization order matters. A lookup is an array index.
 #pragma once
 
 #include "rtx/device.h"
@@ -40,3 +40,12 @@ class KernelTable {
 #else
 #define RTX_KERNEL(name, Signature) extern RTX_API ::rtx::detail::KernelTable<Signature> name
 #endif
+
+// A backend's file of a family fills the family's tables when the library loads:
+//   RTX_REGISTER_KERNELS(conv_cpu) { kernels::conv2d_kernel.set(kCPU, conv2d_cpu); ... }
+// No list names the block: adding a backend file of a family touches nothing else.
+#define RTX_REGISTER_KERNELS(name)                                                    \
+  static void rtx_register_##name##_kernels();                                        \
+  [[maybe_unused]] static const bool rtx_##name##_kernels_registered =                 \
+      (rtx_register_##name##_kernels(), true);                                        \
+  static void rtx_register_##name##_kernels()

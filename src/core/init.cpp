@@ -1,15 +1,14 @@
-// What runs once when the library is loaded: logging setup and kernel registration for every backend
-// in the build. The kernel tables are constant-initialized, so they exist before this runs.
+// What runs once when the library is loaded besides the kernel registrations (each backend file's
+// RTX_REGISTER_KERNELS block): logging setup and, in a CUDA build, the CUDA backend's allocators
+// (nothing touches the driver, so a machine without a GPU loads the library just the same).
 #include "core/logging.h"
 #include "rtx/config.h"
 
-namespace rtx::cpu {
-void register_cpu_kernels();
-}
 #if RTX_WITH_CUDA
-namespace rtx::cuda {
-void register_cuda_kernels();
-}
+namespace rtx::cuda::detail {
+void install_cuda_allocator();
+void install_pinned_allocator();
+}  // namespace rtx::cuda::detail
 #endif
 
 namespace rtx::detail {
@@ -17,9 +16,9 @@ namespace {
 
 __attribute__((constructor)) void load_library() {
   init_logging();
-  cpu::register_cpu_kernels();
 #if RTX_WITH_CUDA
-  cuda::register_cuda_kernels();
+  cuda::detail::install_cuda_allocator();
+  cuda::detail::install_pinned_allocator();
 #endif
 }
 

@@ -3,7 +3,6 @@
 #include <atomic>
 
 #include "backend/cpu/parallel.h"
-#include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/amp.h"
 
@@ -34,7 +33,7 @@ void update_scale_cpu(const Tensor& scale, const Tensor& growth_tracker, const T
 
 }  // namespace
 
-void register_amp_kernels() {
+RTX_REGISTER_KERNELS(amp_cpu) {
   kernels::non_finite_check_and_unscale_kernel.set(kCPU, non_finite_check_and_unscale_cpu);
   kernels::update_scale_kernel.set(kCPU, update_scale_cpu);
 }

@@ -14,7 +14,6 @@
 
 #include "backend/cpu/blas.h"
 #include "backend/cpu/parallel.h"
-#include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/attention.h"
 
@@ -185,7 +184,7 @@ void attention_backward_cpu(const Tensor& dq, const Tensor& dk, const Tensor& dv
 
 }  // namespace
 
-void register_attention_kernels() {
+RTX_REGISTER_KERNELS(attention_cpu) {
   kernels::attention_kernel.set(kCPU, attention_cpu);
   kernels::attention_backward_kernel.set(kCPU, attention_backward_cpu);
 }

@@ -12,7 +12,6 @@
 #include "backend/cpu/blas.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/parallel.h"
-#include "backend/cpu/register.h"
 #include "dispatch/conv.h"
 #include "core/tensor_impl.h"
 #include "rtx/config.h"
@@ -295,7 +294,7 @@ void conv2d_backward_weight_cpu(const Tensor& grad_w, const Tensor& grad_out, co
 
 }  // namespace
 
-void register_conv_kernels() {
+RTX_REGISTER_KERNELS(conv_cpu) {
   kernels::conv2d_kernel.set(kCPU, conv2d_cpu);
   kernels::conv2d_backward_input_kernel.set(kCPU, conv2d_backward_input_cpu);
   kernels::conv2d_backward_weight_kernel.set(kCPU, conv2d_backward_weight_cpu);

@@ -1,7 +1,6 @@
 // CPU copy/cast and fill kernels.
 #include "backend/cpu/copy.h"
 #include "backend/cpu/loops.h"
-#include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/common/pointwise_functors.h"
 #include "dispatch/copy.h"
@@ -32,7 +31,7 @@ void fill_cpu(const Tensor& t, const Scalar& value) {
 
 }  // namespace
 
-void register_copy_kernels() {
+RTX_REGISTER_KERNELS(copy_cpu) {
   kernels::copy_kernel.set(kCPU, copy_cpu);
   kernels::fill_kernel.set(kCPU, fill_cpu);
 }

@@ -8,7 +8,6 @@
 #include <cstring>
 
 #include "backend/cpu/parallel.h"
-#include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
 #include "dispatch/index.h"
@@ -18,7 +17,6 @@
 namespace rtx::cpu {
 
 // Registers the sort family's kernels (sort_cpu.cpp).
-void register_sort_kernels();
 
 namespace {
 
@@ -275,13 +273,12 @@ void triangle_cpu(const Tensor& out, const Tensor& x, int64_t diagonal, bool upp
 
 }  // namespace
 
-void register_index_kernels() {
+RTX_REGISTER_KERNELS(index_cpu) {
   kernels::gather_kernel.set(kCPU, gather_cpu);
   kernels::index_select_kernel.set(kCPU, index_select_cpu);
   kernels::scatter_kernel.set(kCPU, scatter_cpu);
   kernels::cat_kernel.set(kCPU, cat_cpu);
   kernels::triangle_kernel.set(kCPU, triangle_cpu);
-  register_sort_kernels();
 }
 
 }  // namespace rtx::cpu

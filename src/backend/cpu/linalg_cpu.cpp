@@ -11,7 +11,6 @@
 
 #include "backend/cpu/blas.h"
 #include "backend/cpu/parallel.h"
-#include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/linalg.h"
 
@@ -167,6 +166,6 @@ void matmul_cpu(const Tensor& out, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-void register_linalg_kernels() { kernels::matmul_kernel.set(kCPU, matmul_cpu); }
+RTX_REGISTER_KERNELS(linalg_cpu) { kernels::matmul_kernel.set(kCPU, matmul_cpu); }
 
 }  // namespace rtx::cpu

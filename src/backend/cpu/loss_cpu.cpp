@@ -13,7 +13,6 @@
 
 #include "backend/cpu/nn_rows.h"
 #include "backend/cpu/parallel.h"
-#include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/loss.h"
 
@@ -221,7 +220,7 @@ void nll_loss_backward_cpu(const Tensor& grad, const Tensor& g, const Tensor& ta
 
 }  // namespace
 
-void register_loss_kernels() {
+RTX_REGISTER_KERNELS(loss_cpu) {
   using namespace kernels;
   cross_entropy_kernel.set(kCPU, cross_entropy_cpu);
   cross_entropy_backward_kernel.set(kCPU, cross_entropy_backward_cpu);

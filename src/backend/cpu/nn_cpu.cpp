@@ -14,7 +14,6 @@
 
 #include "backend/cpu/nn_rows.h"
 #include "backend/cpu/parallel.h"
-#include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/nn.h"
 
@@ -201,7 +200,7 @@ void one_hot_cpu(const Tensor& out, const Tensor& indices) {
 
 }  // namespace
 
-void register_nn_kernels() {
+RTX_REGISTER_KERNELS(nn_cpu) {
   using namespace kernels;
   softmax_kernel.set(kCPU, softmax_cpu);
   softmax_backward_kernel.set(kCPU, softmax_backward_cpu);

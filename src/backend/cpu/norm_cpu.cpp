@@ -13,7 +13,6 @@
 
 #include "backend/cpu/nn_rows.h"
 #include "backend/cpu/parallel.h"
-#include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/norm.h"
 
@@ -263,7 +262,7 @@ void batch_norm_backward_cpu(const Tensor& grad_x, const Tensor& grad_weight, co
 
 }  // namespace
 
-void register_norm_kernels() {
+RTX_REGISTER_KERNELS(norm_cpu) {
   using namespace kernels;
   layer_norm_kernel.set(kCPU, layer_norm_cpu);
   layer_norm_backward_kernel.set(kCPU, layer_norm_backward_cpu);

@@ -1,7 +1,6 @@
 // CPU kernels of the fused optimizer updates (kernels/common/adam_step.h, sgd_step.h): the tensors one
 // after the other, each split over threads by element ranges.
 #include "backend/cpu/parallel.h"
-#include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/optim.h"
 
@@ -63,7 +62,7 @@ void sgd_multi_step_cpu(const kernels::SgdTensors& t, const kernels::SgdStep& st
 
 }  // namespace
 
-void register_optim_kernels() {
+RTX_REGISTER_KERNELS(optim_cpu) {
   kernels::adam_multi_step_kernel.set(kCPU, adam_multi_step_cpu);
   kernels::sgd_multi_step_kernel.set(kCPU, sgd_multi_step_cpu);
 }

@@ -2,7 +2,6 @@
 // one launcher (loops.h) with its functor for the dtypes its rule allows; the instantiations are
 // kernels/common/pointwise_kernels.inc, shared with the CUDA backend.
 #include "backend/cpu/loops.h"
-#include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/common/pointwise_functors.h"
 #include "dispatch/pointwise.h"
@@ -17,7 +16,7 @@ constexpr DeviceType kDevice = kCPU;
 
 }  // namespace
 
-void register_pointwise_kernels() {
+RTX_REGISTER_KERNELS(pointwise_cpu) {
   pointwise_table::register_pointwise_unary();
   pointwise_table::register_pointwise_binary();
 }

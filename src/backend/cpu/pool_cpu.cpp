@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "backend/cpu/parallel.h"
-#include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/pool.h"
 
@@ -314,7 +313,7 @@ void adaptive_avg_pool2d_backward_cpu(const Tensor& grad_x, const Tensor& grad_o
 
 }  // namespace
 
-void register_pool_kernels() {
+RTX_REGISTER_KERNELS(pool_cpu) {
   kernels::max_pool2d_kernel.set(kCPU, max_pool2d_cpu);
   kernels::max_pool2d_backward_kernel.set(kCPU, max_pool2d_backward_cpu);
   kernels::avg_pool2d_kernel.set(kCPU, avg_pool2d_cpu);

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "backend/cpu/loops.h"
-#include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/common/philox.h"
 #include "dispatch/random.h"
@@ -245,7 +244,7 @@ void multinomial_cpu(const Tensor& out, const GeneratorState& rng, const Tensor&
 
 }  // namespace
 
-void register_random_kernels() {
+RTX_REGISTER_KERNELS(random_cpu) {
   using namespace kernels;
   uniform_kernel.set(kCPU, uniform_cpu);
   normal_kernel.set(kCPU, normal_cpu);

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "backend/cpu/parallel.h"
-#include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/common/reduce_ops.h"
 #include "dispatch/reduce.h"
@@ -396,7 +395,7 @@ void cumsum_cpu(const Tensor& out, const Tensor& x, int64_t dim) {
 
 }  // namespace
 
-void register_reduce_kernels() {
+RTX_REGISTER_KERNELS(reduce_cpu) {
   using namespace kernels;
   sum_kernel.set(kCPU, sum_cpu);
   mean_kernel.set(kCPU, mean_cpu);

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "backend/cpu/parallel.h"
-#include "backend/cpu/register.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/sort.h"
 #include "backend/cpu/row_walker.h"
@@ -116,8 +115,7 @@ void topk_cpu(const Tensor& values, const Tensor& indices, const Tensor& x, int6
 
 }  // namespace
 
-// Called by register_index_kernels().
-void register_sort_kernels() {
+RTX_REGISTER_KERNELS(sort_cpu) {
   kernels::sort_kernel.set(kCPU, sort_cpu);
   kernels::topk_kernel.set(kCPU, topk_cpu);
 }
