@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/common/opmath.h"
+#include "kernels/common/step_element.h"
 #include "rtx/export.h"
 
 namespace rtx::kernels {
@@ -64,12 +65,8 @@ struct AdamPointers {
 template <typename T, typename S>
 RTX_INLINE void adam_step_element(const AdamPointers<T, S>& t, int64_t i, const AdamStep& s, const float* grad_scale) {
   using A = detail::opmath_t<S>;
-  A p = t.master != nullptr ? static_cast<A>(t.master[i]) : static_cast<A>(t.param[i]);
-  A g = static_cast<A>(t.grad[i]);
-  if (grad_scale != nullptr) {
-    g = g / static_cast<A>(*grad_scale);
-    t.grad[i] = static_cast<T>(g);
-  }
+  A p = load_weight<A>(t.param, t.master, i);
+  A g = load_grad<A>(t.grad, i, grad_scale);
   if (s.maximize) g = -g;
   if (s.weight_decay != 0) {
     if (s.decoupled_weight_decay) p = p * static_cast<A>(1 - s.lr * s.weight_decay);
@@ -86,8 +83,7 @@ RTX_INLINE void adam_step_element(const AdamPointers<T, S>& t, int64_t i, const 
   }
   const A denom = std::sqrt(second) / static_cast<A>(s.bias_correction2_sqrt) + static_cast<A>(s.eps);
   p = p + static_cast<A>(-s.lr / s.bias_correction1) * m / denom;
-  if (t.master != nullptr) t.master[i] = static_cast<S>(p);
-  t.param[i] = static_cast<T>(p);
+  store_weight(t.param, t.master, i, p);
   t.exp_avg[i] = static_cast<S>(m);
   t.exp_avg_sq[i] = static_cast<S>(v);
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/common/opmath.h"
+#include "kernels/common/step_element.h"
 #include "rtx/export.h"
 
 namespace rtx::kernels {
@@ -29,12 +30,8 @@ struct SgdPointers {
 template <typename T, typename S>
 RTX_INLINE void sgd_step_element(const SgdPointers<T, S>& t, int64_t i, const SgdStep& s, const float* grad_scale) {
   using A = detail::opmath_t<S>;
-  A p = t.master != nullptr ? static_cast<A>(t.master[i]) : static_cast<A>(t.param[i]);
-  A g = static_cast<A>(t.grad[i]);
-  if (grad_scale != nullptr) {
-    g = g / static_cast<A>(*grad_scale);
-    t.grad[i] = static_cast<T>(g);
-  }
+  A p = load_weight<A>(t.param, t.master, i);
+  A g = load_grad<A>(t.grad, i, grad_scale);
   if (s.maximize) g = -g;
   if (s.weight_decay != 0) g = g + static_cast<A>(s.weight_decay) * p;
   if (t.momentum_buffer != nullptr) {
@@ -45,8 +42,7 @@ RTX_INLINE void sgd_step_element(const SgdPointers<T, S>& t, int64_t i, const Sg
     g = s.nesterov ? g + static_cast<A>(s.momentum) * buf : buf;
   }
   p = p + static_cast<A>(-s.lr) * g;
-  if (t.master != nullptr) t.master[i] = static_cast<S>(p);
-  t.param[i] = static_cast<T>(p);
+  store_weight(t.param, t.master, i, p);
 }
 
 }  // namespace rtx::kernels

@@ -18,13 +18,7 @@ using detail::contiguous_raw;
 using detail::check_defined;
 using detail::shape_str;
 using kernels::Conv2dParams;
-using window::batched;
-using window::check_float_input;
-using window::check_image_input;
-using window::Pair;
-using window::pair_arg;
-using window::shape_of;
-using window::window_count;
+using namespace window;  // the helpers every sliding-window op shares
 
 // ---- convolution --------------------------------------------------------------------------------
 

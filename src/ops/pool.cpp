@@ -16,13 +16,7 @@ using detail::contiguous_raw;
 using detail::make_tensor;
 using detail::shape_str;
 using kernels::Pool2dParams;
-using window::batched;
-using window::check_float_input;
-using window::check_image_input;
-using window::Pair;
-using window::pair_arg;
-using window::shape_of;
-using window::window_count;
+using namespace window;  // the helpers every sliding-window op shares
 
 // The gradients of the pools with respect to their 4-d input of shape input_size.
 Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_size);

@@ -38,12 +38,8 @@ class Adam(Optimizer):
     @no_grad()
     def step(self, closure=None):
         loss = self._run_closure(closure)
-        scaling = dict(grad_scale=getattr(self, "grad_scale", None), found_inf=getattr(self, "found_inf", None))
-        for g in self.param_groups:
-            params = [p for p in g["params"] if p.grad is not None]
-            if not params:
-                continue
-            states = [self.state[p] for p in params]
+        scaling = self._amp_scaling()
+        for g, params, states in self._groups_with_grads():
             columns = [[p.grad for p in params]] + [[s.get(k) for s in states] for k in _STATE]
             columns.append([_step_count(s.get("step"), p, g) for s, p in zip(states, params)])
             update = functools.partial(

@@ -88,6 +88,17 @@ class Optimizer:
                 if p.grad is not None:
                     yield group, p, p.grad
 
+    def _groups_with_grads(self):
+        """(group, its parameters that have a gradient, their state dicts) for every group with any."""
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if params:
+                yield group, params, [self.state[p] for p in params]
+
+    def _amp_scaling(self):
+        """The grad_scale and found_inf a GradScaler set for this step of a fused optimizer (else None)."""
+        return dict(grad_scale=getattr(self, "grad_scale", None), found_inf=getattr(self, "found_inf", None))
+
     @staticmethod
     def _l2_gradient(group, p, grad):
         """grad negated for maximize and with L2 weight decay added, as the non-decoupled rules take it."""
