@@ -9,20 +9,56 @@ from . import _C
 _NUMPY_FLOATS = {_C.float16: np.float16, _C.float32: np.float32, _C.float64: np.float64}
 
 
-def _from_data(data, infer_dtype=True):
-    """A CPU tensor holding a copy of data, with PyTorch's dtype inference: Python floats give
+def _check_fits(values, dtype):
+    """Python numbers written into an integer dtype must fit it, as PyTorch checks (tensor([300],
+    dtype=uint8) raises): the C++ core's rule for fill values (scalar_tensor's) decides."""
+    for value in values:
+        value = value.item() if isinstance(value, np.generic) else value
+        try:
+            _C.scalar_tensor(value, dtype=dtype)
+        except _C.ValueError:
+            name = str(dtype).rsplit(".", 1)[-1]
+            raise _C.ValueError(f"[tensor] value {value} cannot be converted to {name} without overflow") from None
+
+
+def _wide_int(data):
+    """The first Python int of (nested sequences of) data outside int64, or None."""
+    pending = [data]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, builtins.int) and not -2 ** 63 <= item < 2 ** 63:
+            return item
+        if isinstance(item, (list, tuple)):
+            pending.extend(item)
+    return None
+
+
+def _from_data(data, dtype=None):
+    """A CPU tensor holding a copy of data. Without a dtype, PyTorch's inference: Python floats give
     the default dtype (get_default_dtype()), ints int64, bools bool; numpy arrays and scalars keep
-    their dtype. Without infer_dtype (a dtype is given), values keep numpy's widest reading until
-    converted."""
+    their dtype. With one, values keep numpy's widest reading until converted. Python ints must fit
+    int64, and Python numbers an integer dtype (given or inferred), as PyTorch's must."""
     if isinstance(data, _C.Tensor):
         return data.detach().clone()
-    keep_numpy_dtype = isinstance(data, (np.ndarray, np.generic))
+    from_python = not isinstance(data, (np.ndarray, np.generic))
     array = np.array(data)
+    integer_target = dtype is None or (not dtype.is_floating_point and dtype != _C.bool)
+    # numpy reads ints beyond int64 as uint64, Python objects or (mixed with others) float64.
+    if from_python and (array.dtype in (np.uint64, object) or (
+            array.dtype.kind == "f" and array.size and (array.max() >= 2.0 ** 63 or array.min() < -2.0 ** 63))):
+        wide = _wide_int(data)
+        if wide is not None and integer_target:
+            _check_fits([wide], _C.int64 if dtype is None else dtype)
+        if wide is not None:
+            array = np.array(data, dtype=np.float64)
     if array.dtype == object:
         raise TypeError("tensor(): could not infer a dtype from the data (mixed or non-numeric elements)")
     if array.dtype.kind == "c":
         raise TypeError("tensor(): complex numbers are not supported")
-    if infer_dtype and not keep_numpy_dtype:
+    if from_python and dtype is not None and integer_target and array.size and not (
+            dtype == _C.int64 and array.dtype.kind in "ib"):
+        _check_fits([array.min(), array.max()], dtype)
+    if dtype is None and from_python:
         if array.dtype.kind == "f":
             default = _C.get_default_dtype()
             if default not in _NUMPY_FLOATS:
@@ -35,7 +71,7 @@ def _from_data(data, infer_dtype=True):
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of data (a number, nested sequence, numpy array or tensor)."""
-    t = _from_data(data, infer_dtype=dtype is None)
+    t = _from_data(data, dtype)
     if dtype is not None or device is not None:
         t = t.to(device=device, dtype=dtype)
     if requires_grad:

@@ -40,22 +40,30 @@ def _mask_to_indices(mask):
     return list(mask.nonzero().unbind(1))
 
 
+def _index_width(item):
+    """How many dims of the indexed tensor an (expanded) index item consumes."""
+    if item is None or item is Ellipsis:
+        return 0
+    return item.dim() if isinstance(item, Tensor) and item.dtype == _C.bool else 1
+
+
+def _check_mask(self, mask, dim):
+    """IndexError, as PyTorch's, unless mask's shape is that of self's dims from dim on."""
+    for k, size in enumerate(mask.shape):
+        if size != self.shape[dim + k]:
+            raise _C.IndexError(f"[index] the shape of the mask {list(mask.shape)} at index {k} does not match the "
+                                f"shape of the indexed tensor {list(self.shape)} at index {dim + k}")
+
+
 def _expand_index(self, index):
-    """index as a tuple of per-dim items: Ellipsis expanded, bool masks split into one int64 index
-    per masked dim."""
+    """index as a list of per-dim items: Ellipsis expanded, bool masks (checked against the dims they
+    select from) split into one int64 index per masked dim."""
     if not isinstance(index, tuple):
         index = (index,)
-    items = []
-    for item in index:
-        if isinstance(item, (list, np.ndarray)) or (isinstance(item, Tensor) and not _is_int_like(item)):
-            t = _as_index_tensor(item, self.device)
-            if t.dtype == _C.bool:
-                items.extend(_mask_to_indices(t))
-                continue
-            items.append(t)
-        else:
-            items.append(item)
-    consumed = builtins.sum(1 for i in items if i is not None and i is not Ellipsis)
+    items = [_as_index_tensor(item, self.device)
+             if isinstance(item, (list, np.ndarray)) or (isinstance(item, Tensor) and not _is_int_like(item))
+             else item for item in index]
+    consumed = builtins.sum(_index_width(i) for i in items)
     if builtins.sum(1 for i in items if i is Ellipsis) > 1:
         raise builtins.IndexError("an index can only have a single ellipsis ('...')")
     if consumed > self.dim():
@@ -64,7 +72,15 @@ def _expand_index(self, index):
     at = next((k for k, i in enumerate(items) if i is Ellipsis), None)
     if at is not None:
         items[at:at + 1] = [builtins.slice(None)] * (self.dim() - consumed)
-    return items
+    expanded, dim = [], 0
+    for item in items:
+        if isinstance(item, Tensor) and item.dtype == _C.bool:
+            _check_mask(self, item, dim)
+            expanded.extend(_mask_to_indices(item))
+        else:
+            expanded.append(item)
+        dim += _index_width(item)
+    return expanded
 
 
 def _basic_index(self, items):

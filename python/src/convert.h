@@ -1,7 +1,10 @@
 // Conversions between Python values and the library's argument types, shared by every binding file:
 // Python numbers as rtx::Scalar (bool, int and float kept apart, as PyTorch's promotion needs),
-// shapes and dim lists given the ways PyTorch accepts them (f(2, 3), f((2, 3)), f([2, 3]), f(None)),
-// and shapes returned as rustytorch.Size.
+// devices from rustytorch.device objects or strings, shapes and dim lists given the ways PyTorch
+// accepts them (f(2, 3), f((2, 3)), f([2, 3]), f(None)), shapes returned as rustytorch.Size, and
+// what every class of the module and every tensor over Python's memory must guard against
+// (instances made by __new__ alone, read-only memory, bool bytes other than 0 and 1). A value out
+// of range raises a rustytorch.ValueError naming the argument, never pybind11's cast error.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -26,7 +29,9 @@ struct type_caster<rtx::Scalar> {
     if (PyLong_Check(src.ptr())) {
       int overflow = 0;
       const long long v = PyLong_AsLongLongAndOverflow(src.ptr(), &overflow);
-      if (overflow != 0) return false;
+      if (overflow != 0)
+        throw rtx::ValueError("[Number] the integer " + str(src).cast<std::string>() +
+                              " is outside the int64 range [-2**63, 2**63) of a number argument");
       value = rtx::Scalar(static_cast<int64_t>(v));
       return true;
     }
@@ -61,18 +66,48 @@ struct type_caster<rtx::Scalar> {
   }
 };
 
+// rustytorch.device objects and device strings ("cpu", "cuda", "cuda:1") as rtx::Device; a string
+// that names no device raises the parser's ValueError, which quotes it.
+template <>
+struct type_caster<rtx::Device> : type_caster_base<rtx::Device> {
+  bool load(handle src, bool convert) {
+    if (!PyUnicode_Check(src.ptr())) return type_caster_base<rtx::Device>::load(src, convert);
+    parsed_ = rtx::Device(src.cast<std::string>());
+    value = &parsed_;
+    return true;
+  }
+
+ private:
+  rtx::Device parsed_{rtx::kCPU};
+};
+
 }  // namespace pybind11::detail
 
 namespace rtx::python {
 
 namespace py = pybind11;
 
-// A shape or dim list from an int or a sequence of ints.
+// A shape or dim list from an int or a sequence of ints (anything with __index__); `what` ("view():
+// shape") names the argument in the TypeError for other types and the ValueError for ints outside
+// int64.
 Shape to_shape(py::handle obj, const char* what);
+// An int argument (anything with __index__, not bool) as int64: TypeError naming what for other
+// types, ValueError for ints outside int64.
+int64_t to_int64(py::handle obj, const char* what);
 // The sizes of f(*size): f(2, 3), f((2, 3)) and f([2, 3]) all give [2, 3].
 Shape shape_args(const py::args& args, const char* what);
 // Reduced dims: None (every dim), an int, or a sequence of ints.
-Shape dims_arg(const py::object& dims);
+Shape dims_arg(const py::object& dims, const char* what);
+// What from_numpy, frombuffer and from_dlpack return for t, a tensor over memory that Python owns
+// (`source` names it in messages: "the NumPy array"). Memory that is read-only is copied, with a
+// UserWarning naming op (PyTorch warns too, but shares it): no in-place op can then write into a
+// bytes object or a read-only mapping. The bytes of a CPU bool tensor that are neither 0 nor 1 are
+// rewritten as 1, the value they mean, so that sums and logical ops see booleans.
+Tensor adopt_foreign(Tensor t, bool read_only, const char* op, const std::string& source);
+// Makes every class of the module refuse, with a TypeError, an instance that Class.__new__ made
+// without __init__ (it holds no C++ object; pybind11 would hand functions an unconstructed one).
+// Called once all classes are bound.
+void refuse_uninitialised_instances();
 // "float32"-style names of dtypes for messages.
 std::string type_name(py::handle obj);
 // A shape as rustytorch.Size (the tuple subclass of python/rustytorch/_size.py), what x.shape returns.

@@ -1,6 +1,7 @@
 // DLPack exchange, both ways and without copies: Tensor.__dlpack__ (the versioned protocol when the
 // consumer asks for it, the legacy one otherwise), Tensor.__dlpack_device__, and
-// rustytorch.from_dlpack for any producer (numpy, PyTorch, ...). The structs below are the DLPack
+// rustytorch.from_dlpack for any producer (numpy, PyTorch, ...; a read-only export is copied, see
+// adopt_foreign). The structs below are the DLPack
 // 1.0 ABI (dlpack.h of the DLPack project), declared here because they are all a consumer needs.
 #include <pybind11/pybind11.h>
 
@@ -51,6 +52,7 @@ struct DLManagedTensorVersioned {
   uint64_t flags;
   DLTensor dl_tensor;
 };
+constexpr uint64_t kDLReadOnly = uint64_t{1} << 0;  // DLPACK_FLAG_BITMASK_READ_ONLY
 constexpr const char* kLegacyName = "dltensor";
 constexpr const char* kVersionedName = "dltensor_versioned";
 
@@ -212,7 +214,7 @@ Tensor from_capsule(const py::capsule& capsule) {
       if (m->deleter != nullptr) m->deleter(m);
     });
     PyCapsule_SetName(capsule.ptr(), "used_dltensor_versioned");
-    return t;
+    return adopt_foreign(std::move(t), (m->flags & kDLReadOnly) != 0, "from_dlpack", "the DLPack tensor");
   }
   if (PyCapsule_IsValid(capsule.ptr(), kLegacyName)) {
     auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), kLegacyName));
@@ -220,7 +222,7 @@ Tensor from_capsule(const py::capsule& capsule) {
       if (m->deleter != nullptr) m->deleter(m);
     });
     PyCapsule_SetName(capsule.ptr(), "used_dltensor");
-    return t;
+    return adopt_foreign(std::move(t), false, "from_dlpack", "the DLPack tensor");
   }
   throw py::value_error("from_dlpack: the capsule is not an unused DLPack tensor (was it consumed already?)");
 }
@@ -257,7 +259,8 @@ void bind_dlpack(py::module_& m, TensorClass& cls) {
     return py::make_tuple(d.device_type, d.device_id);
   });
   m.def("from_dlpack", &from_dlpack, py::arg("ext_tensor"),
-        "A tensor sharing the memory of any DLPack producer (numpy, PyTorch, ...) or capsule.");
+        "A tensor sharing the memory of any DLPack producer (numpy, PyTorch, ...) or capsule; read-only memory is "
+        "copied, with a warning.");
 }
 
 }  // namespace rtx::python

@@ -1,6 +1,7 @@
 // The library's exceptions as Python exception classes that keep the C++ message: every one derives
 // from rustytorch.Error (a RuntimeError) and, where Python has a matching built-in, from it too
-// (shape and value errors are ValueErrors, dtype errors TypeErrors, index errors IndexErrors).
+// (shape and value errors are ValueErrors, dtype errors TypeErrors, index errors IndexErrors). A
+// Python value a binding could not convert (pybind11's cast_error) is a TypeError.
 #include <exception>
 
 #include "bindings.h"
@@ -61,6 +62,11 @@ void bind_errors(py::module_& m) {
       PyErr_SetString(g_checkpoint, e.what());
     } catch (const rtx::Error& e) {
       PyErr_SetString(g_error, e.what());
+    } catch (const py::cast_error&) {
+      // A Python value a binding could not convert to the C++ type it asked for: a wrong argument type.
+      PyErr_SetString(PyExc_TypeError,
+                      "an argument has a type this function does not take (a Python value could not be converted to "
+                      "the C++ type it expects); check the types of the arguments passed");
     }
   });
 }

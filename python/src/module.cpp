@@ -4,10 +4,13 @@
 
 namespace rtx::python {
 
-py::object values_indices(const ValuesIndices& r) {
-  static const py::object type = py::module_::import("rustytorch._C").attr("ValuesIndices");
-  return type(r.values, r.indices);
-}
+namespace {
+// rustytorch._C.ValuesIndices, set when the module is made (a function-local static importing the
+// module could release the GIL inside its guard, deadlocking threads that meet there first).
+PyObject* g_values_indices = nullptr;
+}  // namespace
+
+py::object values_indices(const ValuesIndices& r) { return py::handle(g_values_indices)(r.values, r.indices); }
 
 }  // namespace rtx::python
 
@@ -15,8 +18,10 @@ PYBIND11_MODULE(_C, m) {
   namespace py = pybind11;
   using namespace rtx::python;
   m.doc() = "rustytorch's compiled core: tensors, ops, autograd and the CUDA runtime";
-  m.attr("ValuesIndices") =
+  py::object values_indices_type =
       py::module_::import("collections").attr("namedtuple")("ValuesIndices", py::make_tuple("values", "indices"));
+  m.attr("ValuesIndices") = values_indices_type;
+  g_values_indices = values_indices_type.release().ptr();
   bind_errors(m);
   bind_types(m);
   TensorClass cls(m, "Tensor");
@@ -41,4 +46,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("are_deterministic_algorithms_enabled", &rtx::are_deterministic_algorithms_enabled);
   m.def("set_float32_matmul_precision", &rtx::set_float32_matmul_precision, py::arg("precision"));
   m.def("get_float32_matmul_precision", &rtx::get_float32_matmul_precision);
+  refuse_uninitialised_instances();
 }

@@ -1,5 +1,6 @@
 // Zero-copy exchange with numpy: rustytorch.from_numpy wraps an array's memory (the tensor keeps the
-// array alive), Tensor.numpy() exposes a CPU tensor's memory (the array keeps the tensor alive).
+// array alive), Tensor.numpy() exposes a CPU tensor's memory (the array keeps the tensor alive), and
+// rustytorch.frombuffer wraps any buffer; read-only memory is copied instead (see adopt_foreign).
 #include <pybind11/numpy.h>
 
 #include <memory>
@@ -57,11 +58,12 @@ Tensor from_numpy(const py::array& array) {
   }
   PyObject* owner = array.ptr();
   Py_INCREF(owner);
-  return from_blob(const_cast<void*>(array.data()), shape, strides, dtype, Device(kCPU), [owner](void*) {
+  Tensor t = from_blob(const_cast<void*>(array.data()), shape, strides, dtype, Device(kCPU), [owner](void*) {
     if (!Py_IsInitialized()) return;
     py::gil_scoped_acquire gil;
     Py_DECREF(owner);
   });
+  return adopt_foreign(std::move(t), !array.writeable(), "from_numpy", "the NumPy array");
 }
 
 py::array to_numpy(const Tensor& t) {
@@ -81,16 +83,20 @@ py::array to_numpy(const Tensor& t) {
   return py::array(dt, shape, strides, t.data_ptr(), owner);
 }
 
-// count elements of dtype at byte `offset` of any object exporting a writable contiguous buffer
-// (bytearray, mmap, ...), without a copy: the tensor keeps the export (and so the object) alive.
+// count elements of dtype (-1: as many as the rest holds) at byte `offset` of any object exporting a
+// contiguous buffer (bytearray, bytes, mmap, ...), without a copy: the tensor keeps the export (and so
+// the object) alive. A read-only buffer is copied (see adopt_foreign).
 Tensor from_buffer_object(const py::object& obj, DType dtype, int64_t count, int64_t offset) {
   auto view = std::make_shared<Py_buffer>();
-  // Writable buffers only: a tensor over read-only memory (bytes, a read-only mapping) could not
-  // stop an in-place op from writing to it.
+  bool read_only = false;
   if (PyObject_GetBuffer(obj.ptr(), view.get(), PyBUF_WRITABLE) != 0) {
     PyErr_Clear();
-    throw py::type_error("frombuffer: the " + type_name(obj) +
-                         " does not export a writable buffer; pass a bytearray or a copy-on-write mmap");
+    read_only = true;
+    if (PyObject_GetBuffer(obj.ptr(), view.get(), PyBUF_SIMPLE) != 0) {
+      PyErr_Clear();
+      throw py::type_error("frombuffer: a " + type_name(obj) + " does not export a buffer; pass a bytes, bytearray, "
+                           "memoryview, mmap or array object");
+    }
   }
   const auto release = [view](void*) {
     if (!Py_IsInitialized()) return;
@@ -98,31 +104,45 @@ Tensor from_buffer_object(const py::object& obj, DType dtype, int64_t count, int
     PyBuffer_Release(view.get());
   };
   const int64_t size = static_cast<int64_t>(view->len), item = static_cast<int64_t>(element_size(dtype));
-  if (offset < 0 || offset > size) {
+  const auto refuse = [&](const std::string& why) {
     release(nullptr);
-    throw py::value_error("frombuffer: offset " + std::to_string(offset) + " is outside the buffer of " +
-                          std::to_string(size) + " bytes");
+    throw rtx::ValueError("[frombuffer] " + why);
+  };
+  if (offset < 0 || offset > size)
+    refuse("offset " + std::to_string(offset) + " is outside the buffer of " + std::to_string(size) + " bytes");
+  if (count < -1)
+    refuse("count must be -1 (the whole buffer after offset) or nonnegative, got " + std::to_string(count));
+  if (count == -1) {
+    if ((size - offset) % item != 0)
+      refuse("the buffer's " + std::to_string(size - offset) + " bytes after offset " + std::to_string(offset) +
+             " are not a whole number of " + dtype_name(dtype) + " elements of " + std::to_string(item) + " bytes");
+    count = (size - offset) / item;
+  } else if (count > (size - offset) / item) {
+    refuse(std::to_string(count) + " elements of " + dtype_name(dtype) + " (" + std::to_string(item) +
+           " bytes each) at offset " + std::to_string(offset) + " overrun the buffer of " + std::to_string(size) +
+           " bytes");
   }
-  if (count < 0) count = (size - offset) / item;
-  if (count * item > size - offset) {
-    release(nullptr);
-    throw py::value_error("frombuffer: " + std::to_string(count) + " elements of " + dtype_name(dtype) + " at offset " +
-                          std::to_string(offset) + " overrun the buffer of " + std::to_string(size) + " bytes");
-  }
-  return from_blob(static_cast<char*>(view->buf) + offset, {count}, {1}, dtype, Device(kCPU), release);
+  Tensor t = from_blob(static_cast<char*>(view->buf) + offset, {count}, {1}, dtype, Device(kCPU), release);
+  return adopt_foreign(std::move(t), read_only, "frombuffer", "the " + type_name(obj));
 }
 
 }  // namespace
 
 void bind_numpy(py::module_& m, TensorClass& cls) {
+  // pybind11 looks numpy's C API up on first use, in a function-local static whose initializer
+  // imports numpy and so may release the GIL: threads making their first numpy call at once would
+  // then deadlock on that static's guard. Looking it up here, at import, avoids the race.
+  py::detail::npy_api::get();
   m.def("frombuffer", &from_buffer_object, py::arg("buffer"), py::kw_only(), py::arg("dtype"), py::arg("count") = -1,
-        py::arg("offset") = 0, "A 1-d tensor over an object's buffer (no copy).");
+        py::arg("offset") = 0, "A 1-d tensor over an object's buffer (no copy; a read-only buffer is copied, with a "
+        "warning).");
   cls.def("_raw_bytes", [](const Tensor& t) {
     const Tensor c = t.detach().cpu().contiguous();
     return py::bytes(static_cast<const char*>(c.data_ptr()), c.nbytes());
   }, "The tensor's elements as bytes, row-major, in the machine's byte order.");
   m.def("from_numpy", &from_numpy, py::arg("ndarray"),
-        "A tensor sharing the array's memory (no copy); writes through either are seen by both.");
+        "A tensor sharing the array's memory (no copy); writes through either are seen by both. A read-only "
+        "array is copied, with a warning.");
   cls.def("numpy", &to_numpy, "This CPU tensor's memory as a numpy array (no copy).");
   cls.def(
       "__array__",

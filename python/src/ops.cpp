@@ -144,7 +144,26 @@ void bind_creation(py::module_& m) {
 }
 
 py::tuple state_tuple(const GeneratorState& s) { return py::make_tuple(s.seed, s.offset); }
-GeneratorState state_of(const py::tuple& state) { return {state[0].cast<uint64_t>(), state[1].cast<uint64_t>()}; }
+// A generator state as get_state() gives it: a sequence of two ints of [0, 2**64), the seed and the
+// offset; TypeError or ValueError naming op otherwise.
+GeneratorState state_of(const py::object& state, const char* op) {
+  const std::string expected = std::string("[") + op + "] the state must be (seed, offset), two ints of [0, 2**64), as "
+                               "get_state() returns it; got ";
+  if (!py::isinstance<py::sequence>(state) || py::isinstance<py::str>(state) || py::len(state) != 2)
+    throw py::type_error(expected + py::repr(state).cast<std::string>());
+  uint64_t v[2];
+  for (size_t i = 0; i < 2; ++i) {
+    const py::object item = state[py::int_(i)];
+    if (!PyLong_Check(item.ptr()) || PyBool_Check(item.ptr()))
+      throw py::type_error(expected + py::repr(state).cast<std::string>());
+    v[i] = PyLong_AsUnsignedLongLong(item.ptr());
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      throw rtx::ValueError(expected + py::repr(state).cast<std::string>());
+    }
+  }
+  return {v[0], v[1]};
+}
 
 // rustytorch.Generator, and the random functions, each taking generator= as PyTorch's do.
 void bind_random(py::module_& m, TensorClass& cls) {
@@ -163,8 +182,8 @@ void bind_random(py::module_& m, TensorClass& cls) {
       .def("get_state", [](const Generator& g) { return state_tuple(g.get_state()); })
       .def(
           "set_state",
-          [](const py::object& self, const py::tuple& state) {
-            self.cast<Generator&>().set_state(state_of(state));
+          [](const py::object& self, const py::object& state) {
+            self.cast<Generator&>().set_state(state_of(state, "Generator.set_state"));
             return self;
           },
           py::arg("new_state"))
@@ -173,7 +192,7 @@ void bind_random(py::module_& m, TensorClass& cls) {
           [](const Generator& g) { return py::make_tuple(state_tuple(g.get_state()), g.device().str()); },
           [](const py::tuple& t) {
             Generator g(Device(t[1].cast<std::string>()));
-            g.set_state(state_of(t[0]));
+            g.set_state(state_of(t[0], "Generator.__setstate__"));
             return g;
           }));
   m.attr("default_generator") = rtx::default_generator();
@@ -184,7 +203,8 @@ void bind_random(py::module_& m, TensorClass& cls) {
   m.def("seed", [] { return rtx::default_generator().seed(); });
   m.def("initial_seed", &rtx::initial_seed);
   m.def("get_rng_state", [] { return state_tuple(rtx::get_rng_state()); });
-  m.def("set_rng_state", [](const py::tuple& state) { rtx::set_rng_state(state_of(state)); }, py::arg("new_state"));
+  m.def("set_rng_state", [](const py::object& state) { rtx::set_rng_state(state_of(state, "set_rng_state")); },
+        py::arg("new_state"));
 
   using OptionalGenerator = std::optional<Generator>;
 #define RTX_RANDOM_SHAPE(name)                                                                                  \
@@ -348,7 +368,7 @@ Tensor in_dtype(const Tensor& x, std::optional<DType> dtype, const Op& op) {
 void bind_reductions(py::module_& m, TensorClass& cls) {
 #define RTX_DIMS_REDUCTION(name)                                                                            \
   def_op(m, cls, #name, [](const Tensor& x, const py::object& dim, bool keepdim, std::optional<DType> dtype) { \
-    return in_dtype(x, dtype, [&](const Tensor& t) { return rtx::name(t, dims_arg(dim), keepdim); });       \
+    return in_dtype(x, dtype, [&](const Tensor& t) { return rtx::name(t, dims_arg(dim, #name "(): dim"), keepdim); }); \
   }, py::arg("dim") = py::none(), py::arg("keepdim") = false, py::kw_only(), py::arg("dtype") = py::none());
   RTX_DIMS_REDUCTION(sum)
   RTX_DIMS_REDUCTION(mean)
@@ -356,7 +376,7 @@ void bind_reductions(py::module_& m, TensorClass& cls) {
 #undef RTX_DIMS_REDUCTION
 #define RTX_DIMS_ONLY(name)                                                                     \
   def_op(m, cls, #name, [](const Tensor& x, const py::object& dim, bool keepdim) {             \
-    return rtx::name(x, dims_arg(dim), keepdim);                                                 \
+    return rtx::name(x, dims_arg(dim, #name "(): dim"), keepdim);                                               \
   }, py::arg("dim") = py::none(), py::arg("keepdim") = false);
   RTX_DIMS_ONLY(amax)
   RTX_DIMS_ONLY(amin)
@@ -371,7 +391,7 @@ void bind_reductions(py::module_& m, TensorClass& cls) {
         const Tensor& other = dim.cast<const Tensor&>();
         return py::cast(is_max ? rtx::maximum(x, other) : rtx::minimum(x, other));
       }
-      const int64_t d = dim.cast<int64_t>();
+      const int64_t d = to_int64(dim, is_max ? "max(): dim" : "min(): dim");
       return values_indices(is_max ? rtx::max(x, d, keepdim) : rtx::min(x, d, keepdim));
     };
   };
@@ -382,7 +402,7 @@ void bind_reductions(py::module_& m, TensorClass& cls) {
 #define RTX_MOMENT(name)                                                                                        \
   def_op(m, cls, #name, [](const Tensor& x, const py::object& dim, std::optional<bool> unbiased, bool keepdim, \
                            std::optional<int64_t> correction) {                                                 \
-    return rtx::name(x, dims_arg(dim), correction_of(unbiased, correction), keepdim);                           \
+    return rtx::name(x, dims_arg(dim, #name "(): dim"), correction_of(unbiased, correction), keepdim);          \
   }, py::arg("dim") = py::none(), py::arg("unbiased") = py::none(), py::arg("keepdim") = false, py::kw_only(),  \
          py::arg("correction") = py::none());
   RTX_MOMENT(var)
@@ -396,7 +416,7 @@ void bind_reductions(py::module_& m, TensorClass& cls) {
     } else if (!p.is_none()) {
       order = p.cast<double>();
     }
-    return rtx::norm(x, order, dims_arg(dim), keepdim);
+    return rtx::norm(x, order, dims_arg(dim, "norm(): dim"), keepdim);
   }, py::arg("p") = "fro", py::arg("dim") = py::none(), py::arg("keepdim") = false);
   def_op(m, cls, "logsumexp", [](const Tensor& x, const py::object& dim, bool keepdim) {
     return rtx::logsumexp(x, to_shape(dim, "logsumexp(): dim"), keepdim);
@@ -453,7 +473,7 @@ void bind_linalg_nn(py::module_& m, TensorClass& cls) {
   }, py::arg("dim"), py::arg("dtype") = py::none());
   m.def("layer_norm", [](const Tensor& x, const py::object& shape, const std::optional<Tensor>& w,
                          const std::optional<Tensor>& b, double eps) {
-    return rtx::layer_norm(x, to_shape(shape, "normalized_shape"), w.value_or(Tensor()), b.value_or(Tensor()), eps);
+    return rtx::layer_norm(x, to_shape(shape, "layer_norm(): normalized_shape"), w.value_or(Tensor()), b.value_or(Tensor()), eps);
   }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
         py::arg("eps") = 1e-5);
   m.def("batch_norm", [](const Tensor& x, const std::optional<Tensor>& rm, const std::optional<Tensor>& rv,
@@ -501,7 +521,7 @@ void bind_join_index(py::module_& m, TensorClass& cls) {
   m.def("stack", &rtx::stack, py::arg("tensors"), py::arg("dim") = 0);
   def_op(m, cls, "split", [](const Tensor& x, const py::object& size, int64_t dim) {
     if (PyLong_Check(size.ptr())) return rtx::split(x, size.cast<int64_t>(), dim);
-    return rtx::split(x, to_shape(size, "split_size_or_sections"), dim);
+    return rtx::split(x, to_shape(size, "split(): split_size_or_sections"), dim);
   }, py::arg("split_size_or_sections"), py::arg("dim") = 0);
   def_op(m, cls, "chunk", &rtx::chunk, py::arg("chunks"), py::arg("dim") = 0);
   def_op(m, cls, "unbind", [](const Tensor& x, int64_t dim) {
@@ -562,7 +582,7 @@ void bind_join_index(py::module_& m, TensorClass& cls) {
   });
   m.def("broadcast_shapes", [](const py::args& shapes) {
     Shape out;
-    for (py::handle s : shapes) out = rtx::broadcast_shapes(out, to_shape(s, "shape"));
+    for (py::handle s : shapes) out = rtx::broadcast_shapes(out, to_shape(s, "broadcast_shapes(): shape"));
     return to_size(out);
   });
   m.def("result_type", py::overload_cast<const Tensor&, const Tensor&>(&rtx::result_type), py::arg("tensor1"),
@@ -581,9 +601,9 @@ void bind_ops(py::module_& m, TensorClass& cls) {
   bind_linalg_nn(m, cls);
   bind_join_index(m, cls);
   // View functions (the methods are in tensor.cpp).
-  m.def("reshape", [](const Tensor& t, const py::object& s) { return t.reshape(to_shape(s, "shape")); },
+  m.def("reshape", [](const Tensor& t, const py::object& s) { return t.reshape(to_shape(s, "reshape(): shape")); },
         py::arg("input"), py::arg("shape"));
-  m.def("permute", [](const Tensor& t, const py::object& d) { return t.permute(to_shape(d, "dims")); },
+  m.def("permute", [](const Tensor& t, const py::object& d) { return t.permute(to_shape(d, "permute(): dims")); },
         py::arg("input"), py::arg("dims"));
   m.def("transpose", &rtx::transpose, py::arg("input"), py::arg("dim0"), py::arg("dim1"));
   m.def("squeeze", &rtx::squeeze, py::arg("input"), py::arg("dim") = py::none());

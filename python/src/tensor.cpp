@@ -118,6 +118,8 @@ Tensor to_any(const Tensor& self, const py::args& args, const py::kwargs& kwargs
   for (auto [key, value] : kwargs) {
     const std::string k = py::str(key);
     if (k == "dtype") {
+      if (!value.is_none() && !py::isinstance<DType>(value))
+        throw py::type_error("to(): dtype must be a rustytorch.dtype, got " + type_name(value));
       if (!value.is_none()) dtype = value.cast<DType>();
     } else if (k == "device") {
       if (!value.is_none()) device = value.cast<Device>();
@@ -275,13 +277,13 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       .def("flatten", &Tensor::flatten, py::arg("start_dim") = 0, py::arg("end_dim") = -1)
       .def(
           "unflatten",
-          [](const Tensor& t, int64_t dim, const py::object& sizes) { return t.unflatten(dim, to_shape(sizes, "sizes")); },
+          [](const Tensor& t, int64_t dim, const py::object& sizes) { return t.unflatten(dim, to_shape(sizes, "unflatten(): sizes")); },
           py::arg("dim"), py::arg("sizes"))
       .def("diagonal", &Tensor::diagonal, py::arg("offset") = 0, py::arg("dim1") = 0, py::arg("dim2") = 1)
       .def(
           "as_strided",
           [](const Tensor& t, const py::object& size, const py::object& stride, std::optional<int64_t> offset) {
-            return t.as_strided(to_shape(size, "size"), to_shape(stride, "stride"), offset);
+            return t.as_strided(to_shape(size, "as_strided(): size"), to_shape(stride, "as_strided(): stride"), offset);
           },
           py::arg("size"), py::arg("stride"), py::arg("storage_offset") = py::none())
       // ---- autograd ----

@@ -1,4 +1,5 @@
 // rustytorch.dtype (float32, int64, ...) and rustytorch.device ("cpu", "cuda:1", device("cuda", 0)).
+// Functions taking a device also take its string (the Device caster of convert.h).
 #include <pybind11/operators.h>
 
 #include "bindings.h"
@@ -50,7 +51,6 @@ void bind_types(py::module_& m) {
       .def(py::self == py::self)
       .def(py::self != py::self)
       .def("__hash__", [](const Device& d) { return static_cast<int>(d.type) * 1024 + d.index; });
-  py::implicitly_convertible<std::string, Device>();
 }
 
 }  // namespace rtx::python

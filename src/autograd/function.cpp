@@ -88,7 +88,7 @@ Tensor AccumulateGrad::run_hooks(uint32_t, Tensor grad) const {
   auto& m = leaf_->autograd_meta();
   for (const auto& h : m.leaf_hooks) {
     Tensor r = h.second(grad);
-    if (r.defined()) grad = std::move(r);
+    if (r.defined()) grad = checked_hook_result(*this, 0, grad, std::move(r));
   }
   return grad;
 }

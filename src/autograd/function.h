@@ -84,6 +84,10 @@ void bump_version(const Tensor& t);
 void mark_view(const Tensor& out);
 
 int64_t next_hook_handle();
+// What a hook returned in place of grad, the gradient of input `input_nr` of `node`: ShapeError,
+// DTypeError or DeviceError naming the node when its shape, dtype or device differ from grad's (a
+// hook may change a gradient's values only, as PyTorch's may).
+Tensor checked_hook_result(const Node& node, uint32_t input_nr, const Tensor& grad, Tensor result);
 
 // Releases a node without recursion, so that destroying a long graph cannot overflow the stack.
 void release_node(std::shared_ptr<Node>&& node);

@@ -2,6 +2,8 @@
 #include <atomic>
 
 #include "autograd/function.h"
+#include "core/check.h"
+#include "core/shape.h"
 
 namespace rtx::autograd {
 namespace {
@@ -40,12 +42,29 @@ Tensor Node::run_hooks(uint32_t output_nr, Tensor grad) const {
   for (const auto& h : hooks_) {
     if (h.output_nr != output_nr) continue;
     Tensor r = h.fn(grad);
-    if (r.defined()) grad = std::move(r);
+    if (r.defined()) grad = checked_hook_result(*this, output_nr, grad, std::move(r));
   }
   return grad;
 }
 
 int64_t next_hook_handle() { return g_next_hook_handle++; }
+
+Tensor checked_hook_result(const Node& node, uint32_t input_nr, const Tensor& grad, Tensor result) {
+  const std::string of = node.name() == "AccumulateGrad"
+                             ? std::string("a leaf tensor")
+                             : fmt::format("output {} of '{}'", input_nr, node.name());
+  constexpr const char* kRule = "a hook must return None or a tensor of the gradient's shape, dtype and device";
+  RTX_CHECK(result.sizes() == grad.sizes(), ShapeError,
+            "[register_hook] a hook on the gradient of {} returned a tensor of shape {} for a gradient of shape {}; {}",
+            of, detail::shape_str(result.sizes()), detail::shape_str(grad.sizes()), kRule);
+  RTX_CHECK(result.dtype() == grad.dtype(), DTypeError,
+            "[register_hook] a hook on the gradient of {} returned a tensor of dtype {} for a gradient of dtype {}; {}",
+            of, result.dtype(), grad.dtype(), kRule);
+  RTX_CHECK(result.device() == grad.device(), DeviceError,
+            "[register_hook] a hook on the gradient of {} returned a tensor on {} for a gradient on {}; {}", of,
+            result.device(), grad.device(), kRule);
+  return result;
+}
 
 void release_node(std::shared_ptr<Node>&& node) {
   thread_local std::vector<std::shared_ptr<Node>> pending;

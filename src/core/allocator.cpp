@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/checked_size.h"
 #include "rtx/cuda.h"
 
 namespace rtx::detail {
@@ -27,7 +28,7 @@ class CpuAllocator final : public Allocator {
   void* allocate(size_t nbytes, Device) override {
     if (nbytes == 0) return nullptr;
     const size_t align = nbytes >= kHugePage ? kHugePage : 64;
-    const size_t rounded = (nbytes + align - 1) / align * align;
+    const size_t rounded = checked_round_up(nbytes, align, "cpu");
     if (align == kHugePage) {
       std::lock_guard<std::mutex> lock(cache_.mutex);
       auto it = cache_.blocks.find(rounded);
@@ -47,7 +48,7 @@ class CpuAllocator final : public Allocator {
   }
   void deallocate(void* ptr, size_t nbytes, Device) override {
     if (ptr != nullptr && nbytes >= kHugePage) {
-      const size_t rounded = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
+      const size_t rounded = checked_round_up(nbytes, kHugePage, "cpu");
       std::lock_guard<std::mutex> lock(cache_.mutex);
       if (cache_.bytes + rounded <= kCachedBytes) {
         cache_.blocks[rounded].push_back(ptr);

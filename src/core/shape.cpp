@@ -16,14 +16,18 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
 }
 
 int64_t checked_numel(const Shape& sizes, const char* op) {
-  int64_t n = 1;
+  // The product of the sizes (each at least 1) bounds the contiguous strides: it must fit too, even
+  // when a zero size makes the tensor empty.
+  int64_t product = 1;
+  bool empty = false, overflow = false;
   for (int64_t s : sizes) {
     RTX_CHECK(s >= 0, ValueError, "[{}] negative size in shape {}", op, shape_str(sizes));
-    RTX_CHECK(s == 0 || n <= INT64_MAX / s, ValueError, "[{}] shape {} has more than 2^63 elements", op,
-              shape_str(sizes));
-    n *= s;
+    empty = empty || s == 0;
+    overflow = overflow || __builtin_mul_overflow(product, std::max<int64_t>(s, 1), &product);
   }
-  return n;
+  RTX_CHECK(!overflow, ValueError, "[{}] shape {} has more than 2^63 elements{}", op, shape_str(sizes),
+            empty ? " when its zero sizes count as ones, so that its strides would overflow" : "");
+  return empty ? 0 : product;
 }
 
 Shape contiguous_strides(const Shape& sizes) {

@@ -10,7 +10,8 @@ namespace rtx::detail {
 
 // dim in [-ndim, ndim) -> [0, ndim); IndexError naming op otherwise. A 0-d tensor accepts -1 and 0.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
-// Checks sizes are nonnegative and their product fits in int64.
+// The number of elements of a shape: ValueError naming op for a negative size, or when the product of
+// the sizes (zeros counted as ones, which bounds the contiguous strides) exceeds int64.
 int64_t checked_numel(const Shape& sizes, const char* op);
 inline int64_t numel_of(const Shape& sizes) {
   int64_t n = 1;

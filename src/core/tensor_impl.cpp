@@ -2,7 +2,7 @@
 #include "core/tensor_impl.h"
 
 #include "autograd/meta.h"
-#include "core/check.h"
+#include "core/checked_size.h"
 #include "core/shape.h"
 
 namespace rtx::detail {
@@ -25,10 +25,7 @@ autograd::AutogradMeta& TensorImpl::autograd_meta() {
 }
 
 Tensor make_tensor(const Shape& sizes, DType dtype, Device device, bool pinned) {
-  const int64_t n = checked_numel(sizes, "empty");
-  const size_t bytes = static_cast<size_t>(n) * element_size(dtype);
-  RTX_CHECK(n == 0 || bytes / static_cast<size_t>(n) == element_size(dtype), ValueError,
-            "[empty] shape {} of {} needs more bytes than fit in memory", shape_str(sizes), dtype);
+  const size_t bytes = checked_nbytes(sizes, element_size(dtype), "empty");
   auto storage = std::make_shared<Storage>(bytes, device, pinned);
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype));
 }

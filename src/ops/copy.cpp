@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "autograd/function.h"
+#include "core/scalar_range.h"
 #include "ops/internal.h"
 #include "dispatch/copy.h"
 #include "rtx/cuda.h"
@@ -141,6 +142,7 @@ Tensor& copy_(Tensor& dst, const Tensor& src) {
 
 Tensor& fill_(Tensor& t, const Scalar& value) {
   check_defined(t, "fill_");
+  detail::check_fits("fill_", value, t.dtype());
   return detail::write_inplace(
       "fill_", t, {},
       [&] {
@@ -188,6 +190,7 @@ Tensor contiguous(const Tensor& t) {
 
 Tensor scalar_tensor(const Scalar& value, const TensorOptions& options) {
   const TensorOptions o = options.resolved();
+  detail::check_fits("scalar_tensor", value, *o.dtype);
   Tensor t = detail::wrap_scalar(value, *o.dtype, *o.device);
   if (o.requires_grad) t.requires_grad_(true);
   return t;

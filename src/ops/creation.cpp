@@ -2,6 +2,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/checked_size.h"
+#include "core/scalar_range.h"
 #include "core/storage.h"
 #include "ops/internal.h"
 #include "rtx/cuda.h"
@@ -35,7 +37,7 @@ Tensor filled(const char* op, const Shape& shape, const Scalar& value, const Ten
               DType default_dtype) {
   const TensorOptions o = options.resolved(default_dtype);
   check_device(op, *o.device);
-  detail::checked_numel(shape, op);
+  detail::checked_nbytes(shape, element_size(*o.dtype), op);
   Tensor t = detail::make_tensor(shape, *o.dtype, *o.device);
   detail::fill_raw(t, value);
   return finish(t, o);
@@ -46,12 +48,13 @@ Tensor filled(const char* op, const Shape& shape, const Scalar& value, const Ten
 Tensor empty(const Shape& shape, const TensorOptions& options) {
   const TensorOptions o = options.resolved();
   check_device("empty", *o.device);
-  detail::checked_numel(shape, "empty");
+  detail::checked_nbytes(shape, element_size(*o.dtype), "empty");
   return finish(detail::make_tensor(shape, *o.dtype, *o.device), o);
 }
 
 // Like torch.full, the dtype follows the value when not given: bool, int64 or the default float.
 Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& o) {
+  detail::check_fits("full", value, o.dtype.value_or(value.dtype()));
   return filled("full", shape, value, o, value.dtype());
 }
 Tensor zeros(const Shape& shape, const TensorOptions& o) { return filled("zeros", shape, 0, o, get_default_dtype()); }
@@ -79,8 +82,12 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::o
             "[arange] the range from {} to {} never ends with step {}", s, e, st);
   int64_t n;
   if (integral) {
-    const int64_t a = start.to_int(), b = end.to_int(), c = step.to_int();
-    n = c > 0 ? (b - a + c - 1) / c : (a - b - c - 1) / -c;
+    // In 128 bits: the span of two int64s, or a step of -2^63, does not fit in 64.
+    const __int128 span = static_cast<__int128>(end.to_int()) - start.to_int(), c = step.to_int();
+    const __int128 count = c > 0 ? (span + c - 1) / c : (-span - c - 1) / -c;
+    RTX_CHECK(count <= INT64_MAX, ValueError, "[arange] the range from {} to {} by {} has too many elements",
+              start.to_int(), end.to_int(), step.to_int());
+    n = static_cast<int64_t>(count);
   } else {
     const double count = std::ceil((e - s) / st);
     RTX_CHECK(count < 9.2e18, ValueError, "[arange] the range from {} to {} by {} has too many elements", s, e, st);
@@ -90,7 +97,9 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::o
   Tensor host = detail::make_tensor({n}, integral ? kInt64 : kFloat64, Device(kCPU));
   if (integral) {
     int64_t* p = host.data_ptr<int64_t>();
-    for (int64_t i = 0; i < n; ++i) p[i] = start.to_int() + i * step.to_int();
+    // Unsigned, so that i * step may wrap on the way to a value inside [start, end).
+    const uint64_t a = static_cast<uint64_t>(start.to_int()), c = static_cast<uint64_t>(step.to_int());
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int64_t>(a + static_cast<uint64_t>(i) * c);
   } else {
     double* p = host.data_ptr<double>();
     for (int64_t i = 0; i < n; ++i) p[i] = s + static_cast<double>(i) * st;
@@ -138,14 +147,11 @@ Tensor from_blob(void* data, const Shape& shape, const Shape& strides, DType dty
             shape.size(), strides.size());
   detail::checked_numel(shape, "from_blob");
   Shape st = strides.empty() ? detail::contiguous_strides(shape) : strides;
-  int64_t extent = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    RTX_CHECK(st[i] >= 0, ValueError, "[from_blob] negative strides are not supported ({})", detail::shape_str(st));
-    if (shape[i] == 0) extent = 0;
-    if (extent > 0) extent += (shape[i] - 1) * st[i];
-  }
-  auto storage = std::make_shared<detail::Storage>(data, static_cast<size_t>(extent) * element_size(dtype), device,
-                                                   std::move(deleter));
+  for (int64_t s : st)
+    RTX_CHECK(s >= 0, ValueError, "[from_blob] negative strides are not supported ({})", detail::shape_str(st));
+  const int64_t extent = detail::checked_extent(shape, st, 0, "from_blob");
+  const size_t nbytes = detail::checked_nbytes({extent}, element_size(dtype), "from_blob");
+  auto storage = std::make_shared<detail::Storage>(data, nbytes, device, std::move(deleter));
   return Tensor(std::make_shared<detail::TensorImpl>(std::move(storage), shape, st, 0, dtype));
 }
 

@@ -94,6 +94,28 @@ constexpr bool autocast_fp32(std::string_view op) {
   return false;
 }
 
+// The integer divisions PyTorch refuses to divide by zero on the CPU.
+constexpr bool integer_division(std::string_view op) {
+  return op == "floor_divide" || op == "remainder" || op == "fmod";
+}
+
+// Integer division by zero raises where the op runs on the CPU (as PyTorch's does); on CUDA the
+// result is left undefined rather than synchronizing to look.
+void check_divisor(const char* op, const Tensor& a, const Tensor& b, DType ct) {
+  if (!is_integral(ct) || b.numel() == 0 || !detail::common_device(op, {&a, &b}).is_cpu()) return;
+  if (detail::numel_of(broadcast_shapes(a.sizes(), b.sizes(), op)) == 0) return;
+  RTX_CHECK(!eq(b, 0).any().item<bool>(), ValueError,
+            "[{}] ZeroDivisionError: integer division by zero (the divisor of shape {} and dtype {} holds a zero)", op,
+            detail::shape_str(b.sizes()), b.dtype());
+}
+
+// An integer tensor to a negative integer power, which PyTorch refuses on every device.
+void check_exponent(const char* op, const Tensor& a, const Scalar& b) {
+  RTX_CHECK(!(is_integral(result_type(a, b)) && b.is_integral() && b.to_int() < 0), ValueError,
+            "[{}] integers to negative integer powers are not allowed (a tensor of dtype {} to the power {})", op,
+            a.dtype(), b.to_int());
+}
+
 // Gradient formula helpers for the table.
 Tensor zero_grad(const Tensor& g) { return zeros_like(g); }
 
@@ -157,6 +179,7 @@ Tensor zero_grad(const Tensor& g) { return zeros_like(g); }
     check_defined(a_in, #name, "first operand");                                                 \
     check_defined(b_in, #name, "second operand");                                                \
     const DType ct = compute_dtype(#name, result_type(a_in, b_in), Rule::rule);                  \
+    if constexpr (integer_division(#name)) check_divisor(#name, a_in, b_in, ct);                 \
     Tensor result = binary_forward(#name, kernels::name##_kernel, a_in, b_in, ct, ct);           \
     if (auto node = autograd::make_node(#name, a_in, b_in)) {                                    \
       RTX_SAVE2_##save(node, a_in, b_in, result);                                                \
@@ -173,6 +196,7 @@ Tensor zero_grad(const Tensor& g) { return zeros_like(g); }
   }                                                                                              \
   Tensor name(const Tensor& a, const Scalar& b) {                                                \
     check_defined(a, #name);                                                                     \
+    if constexpr (std::string_view(#name) == "pow") check_exponent(#name, a, b);                 \
     return name(a, detail::wrap_number(b, result_type(a, b)));                                   \
   }                                                                                              \
   Tensor name(const Scalar& a, const Tensor& b) {                                                \
@@ -183,6 +207,7 @@ Tensor zero_grad(const Tensor& g) { return zeros_like(g); }
     check_defined(a, #name "_");                                                                 \
     check_defined(b, #name "_", "second operand");                                               \
     const DType ct = compute_dtype(#name "_", result_type(a, b), Rule::rule);                    \
+    if constexpr (integer_division(#name)) check_divisor(#name "_", a, b, ct);                   \
     return inplace(                                                                              \
         #name "_", a, {b}, ct, [&] { return name(RTX_SNAP2_##save(a), b); },                     \
         [&] {                                                                                    \
@@ -199,6 +224,7 @@ Tensor zero_grad(const Tensor& g) { return zeros_like(g); }
   }                                                                                              \
   Tensor& name##_(Tensor& a, const Scalar& b) {                                                  \
     check_defined(a, #name "_");                                                                 \
+    if constexpr (std::string_view(#name) == "pow") check_exponent(#name "_", a, b);             \
     return name##_(a, detail::wrap_number(b, result_type(a, b)));                                \
   }
 #include "rtx/pointwise.def"

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "autograd/function.h"
+#include "core/checked_size.h"
 #include "ops/internal.h"
 
 namespace rtx {
@@ -54,15 +55,19 @@ Tensor make_subview(const char* op, const Tensor& x, Shape sizes, Shape strides,
 Shape infer_size(const Shape& shape, int64_t numel, const char* op) {
   Shape out = shape;
   int64_t infer = -1, known = 1;
+  bool zero = false, overflow = false;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       RTX_CHECK(infer < 0, ShapeError, "[{}] only one dimension can be inferred (-1) in shape {}", op, shape_str(shape));
       infer = static_cast<int64_t>(i);
     } else {
       RTX_CHECK(shape[i] >= 0, ShapeError, "[{}] invalid size {} in shape {}", op, shape[i], shape_str(shape));
-      known *= shape[i];
+      zero = zero || shape[i] == 0;
+      overflow = overflow || __builtin_mul_overflow(known, shape[i], &known);
     }
   }
+  if (zero) known = 0;
+  RTX_CHECK(!overflow || zero, ShapeError, "[{}] shape {} is invalid for input of size {}", op, shape_str(shape), numel);
   if (infer >= 0) {
     RTX_CHECK(known != 0 && numel % known == 0, ShapeError, "[{}] shape {} is invalid for input of size {}", op,
               shape_str(shape), numel);
@@ -70,6 +75,7 @@ Shape infer_size(const Shape& shape, int64_t numel, const char* op) {
   } else {
     RTX_CHECK(known == numel, ShapeError, "[{}] shape {} is invalid for input of size {}", op, shape_str(shape), numel);
   }
+  detail::checked_numel(out, op);  // an empty shape's strides must fit too
   return out;
 }
 
@@ -132,7 +138,7 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   RTX_CHECK(start >= -size && start <= size, IndexError, "[narrow] start {} out of range for dim {} of size {}", start, d,
             size);
   if (start < 0) start += size;
-  RTX_CHECK(length >= 0 && start + length <= size, IndexError,
+  RTX_CHECK(length >= 0 && length <= size - start, IndexError,
             "[narrow] start {} + length {} exceeds dim {} of size {}", start, length, d, size);
   return slice(x, d, start, start + length, 1);
 }
@@ -150,7 +156,7 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start_opt, std
   const int64_t start = start_opt ? clampi(*start_opt) : 0;
   const int64_t end = std::max(start, end_opt ? clampi(*end_opt) : size);
   Shape sizes = x.sizes(), strides = x.strides();
-  sizes[d] = (end - start + step - 1) / step;
+  sizes[d] = end == start ? 0 : (end - start - 1) / step + 1;
   strides[d] = x.strides()[d] * step;
   const int64_t offset = x.storage_offset() + start * x.strides()[d];
   return make_subview("slice", x, sizes, strides, offset,
@@ -197,6 +203,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     }
   }
   if (sizes == x.sizes()) return x;
+  detail::checked_numel(sizes, "expand");
   const Shape in_shape = x.sizes();
   return make_recorded_view("expand", x, sizes, strides, x.storage_offset(),
                             [in_shape](const Tensor& g) { return sum_to(g, in_shape); });
@@ -286,17 +293,15 @@ Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides, std
   RTX_CHECK(sizes.size() == strides.size(), ShapeError, "[as_strided] {} sizes but {} strides", sizes.size(), strides.size());
   const int64_t offset = storage_offset.value_or(x.storage_offset());
   RTX_CHECK(offset >= 0, ValueError, "[as_strided] negative storage offset {}", offset);
-  int64_t max_index = offset;
-  bool empty = false;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    RTX_CHECK(sizes[i] >= 0, ValueError, "[as_strided] negative size in {}", shape_str(sizes));
-    RTX_CHECK(strides[i] >= 0, ValueError, "[as_strided] negative stride in {}", shape_str(strides));
-    if (sizes[i] == 0) empty = true;
-    else max_index += (sizes[i] - 1) * strides[i];
-  }
+  detail::checked_numel(sizes, "as_strided");
+  for (int64_t st : strides)
+    RTX_CHECK(st >= 0, ValueError, "[as_strided] negative stride in {}", shape_str(strides));
+  const int64_t extent = detail::checked_extent(sizes, strides, offset, "as_strided");
+  const bool empty = extent == 0;
+  const int64_t max_index = extent - 1;
   const int64_t storage_elems =
       static_cast<int64_t>(x.impl()->storage->nbytes() / element_size(x.dtype()));
-  RTX_CHECK(empty || max_index < storage_elems, IndexError,
+  RTX_CHECK(extent <= storage_elems, IndexError,
             "[as_strided] sizes {}, strides {} and offset {} reach element {}, beyond the storage's {} elements",
             shape_str(sizes), shape_str(strides), offset, max_index, storage_elems);
   // Gradient: every input element collects the gradients of the output elements that alias it.

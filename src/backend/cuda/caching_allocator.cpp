@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "core/check.h"
+#include "core/checked_size.h"
 
 namespace rtx::cuda {
 
@@ -118,19 +119,18 @@ CachingAllocator::~CachingAllocator() {
 }
 
 size_t CachingAllocator::round_size(size_t bytes) {
-  return bytes < kMinBlockSize ? kMinBlockSize : (bytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+  return bytes < kMinBlockSize ? kMinBlockSize : detail::checked_round_up(bytes, kMinBlockSize, "cuda");
 }
 
 size_t CachingAllocator::segment_size(size_t rounded) {
   if (rounded <= kSmallSize) return kSmallBuffer;
   if (rounded < kMinLargeAlloc) return kLargeBuffer;
-  return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+  return detail::checked_round_up(rounded, kRoundLarge, "cuda");
 }
 
 void* CachingAllocator::allocate(size_t bytes, StreamHandle stream) {
   if (bytes == 0) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (bytes > SIZE_MAX / 2) throw_out_of_memory(bytes);  // keeps the size arithmetic below from overflowing
   process_events();
   const size_t size = round_size(bytes);
   Pool& pool = size <= kSmallSize ? small_pool_ : large_pool_;
