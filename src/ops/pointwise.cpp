@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "autograd/function.h"
+#include "core/scalar_range.h"
 #include "ops/internal.h"
 #include "dispatch/pointwise.h"
 #include "ops/nn_internal.h"
@@ -422,6 +423,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
             detail::shape_str(x.sizes()));
   RTX_CHECK(is_floating(x.dtype()) || !value.is_floating(), DTypeError,
             "[masked_fill] cannot fill a {} tensor with the float value {}", x.dtype(), value.to_double());
+  detail::check_fits("masked_fill", value, x.dtype());
   return where(mask, detail::wrap_number(value, x.dtype()), x);
 }
 

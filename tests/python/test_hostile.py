@@ -283,6 +283,9 @@ CREATION = [
     ("torch.zeros(2).fill_(1e300)", RAISES), ("torch.full_like(torch.zeros(2, dtype=torch.uint8), 300)", RAISES),
     ("torch.zeros(2, dtype=torch.uint8).new_full((2,), 300)", RAISES), ("torch.scalar_tensor(300, dtype=torch.uint8)", RAISES),
     ("torch.zeros(2, dtype=torch.uint8) + 300", ([44, 44], "uint8")),  # arithmetic wraps, as PyTorch's
+    ("torch.zeros(2, dtype=torch.uint8).masked_fill(torch.tensor([True, False]), 300)", RAISES),
+    ("torch.zeros(2, dtype=torch.int8).masked_fill_(torch.tensor([True, True]), -129)", RAISES),
+    ("torch.zeros(2, dtype=torch.uint8).masked_fill(torch.tensor([True, False]), 255)", ([255, 0], "uint8")),
 ]
 
 
