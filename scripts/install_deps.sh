@@ -15,8 +15,8 @@ required=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev
           libfmt-dev libspdlog-dev libopenblas-dev zlib1g-dev python3 pybind11-dev
           dataset-fashion-mnist bible-kjv)
 # Nice to have: the build works without them (libdnnl-dev: oneDNN's CPU convolutions; hipcc: the AMD
-# compile check of the CUDA sources).
-optional=(ccache python3-numpy libdnnl-dev hipcc)
+# compile check of the CUDA sources; clang with compiler-rt: the libFuzzer targets of the file readers).
+optional=(ccache python3-numpy libdnnl-dev hipcc clang libclang-rt-14-dev)
 
 is_installed() {
   dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
@@ -33,12 +33,17 @@ done
 
 # The Python packages of the trainers and the tests, into the python3 on PATH (the one the build
 # binds to).
+# atheris (the fuzzer of the Python file readers) is optional: the fuzz step skips without it.
 python_deps() {
-  if python3 -c 'import numpy, pytest, safetensors, tqdm, matplotlib' 2>/dev/null; then
-    return 0
+  if ! python3 -c 'import numpy, pytest, safetensors, tqdm, matplotlib' 2>/dev/null; then
+    echo "install_deps: installing numpy, pytest, safetensors, tqdm and matplotlib with pip"
+    python3 -m pip install --quiet numpy pytest safetensors tqdm matplotlib
   fi
-  echo "install_deps: installing numpy, pytest, safetensors, tqdm and matplotlib with pip"
-  python3 -m pip install --quiet numpy pytest safetensors tqdm matplotlib
+  if ! python3 -c 'import atheris' 2>/dev/null; then
+    echo "install_deps: installing atheris with pip"
+    python3 -m pip install --quiet --only-binary=:all: atheris ||
+      echo "install_deps: warning: could not install atheris; the Python readers will not be fuzzed" >&2
+  fi
 }
 
 missing=("${missing_required[@]}" "${missing_optional[@]}")

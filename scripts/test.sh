@@ -4,6 +4,9 @@
 #                     package) + ctest, which runs the C++ tests and pytest on the same library
 #   2. hip            every CUDA source compiled with hipcc for an AMD GPU (compile only)
 #   3. build/asan     AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only) + ctest
+#   4. build/fuzz     bounded fuzzing of the file readers (tests/fuzz/run.sh): the IDX and BPE
+#                     readers with libFuzzer + ASan (clang), the safetensors / checkpoint / PyTorch
+#                     readers with atheris on build/release's package; skipped when the tool is missing
 # Prints a summary and exits non-zero if any step failed.
 #
 # Environment:
@@ -13,6 +16,8 @@
 #   RTX_ASAN_OPT="-O0 -g"  optimization/debug flags of the sanitizer build
 #                     (-O1 catches the same bugs but compiles about 3x slower
 #                     with GCC's ASan+UBSan instrumentation)
+#   RTX_SKIP_FUZZ=1   skip the fuzzing
+#   RTX_FUZZ_SECONDS=N  seconds each fuzz target runs (default 60)
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -113,6 +118,27 @@ else
     -DRTX_BUILD_TESTS=ON \
     -DRTX_BUILD_BENCH=OFF \
     -DRTX_BUILD_EXAMPLES=OFF
+fi
+
+# 4. Bounded fuzzing of the file readers, from the seed corpora in tests/fuzz/corpus.
+if [[ "${RTX_SKIP_FUZZ:-0}" == "1" ]]; then
+  skip "fuzz: (RTX_SKIP_FUZZ=1)"
+else
+  if tests/fuzz/run.sh --have-libfuzzer; then
+    step "fuzz: IDX and BPE readers (libFuzzer, ASan, UBSan)" tests/fuzz/run.sh cpp || true
+  else
+    echo "SKIP fuzz: IDX and BPE readers: clang++ with libFuzzer is not installed (apt-get install clang)"
+    skip "fuzz: IDX and BPE readers (clang++ with libFuzzer not installed)"
+  fi
+  if ! python3 -c "import atheris" 2> /dev/null; then
+    echo "SKIP fuzz: safetensors and checkpoint readers: atheris is not installed (pip install atheris)"
+    skip "fuzz: safetensors and checkpoint readers (atheris not installed)"
+  elif [[ ! -d "${ROOT}/build/release/python/rustytorch" ]]; then
+    skip "fuzz: safetensors and checkpoint readers (no Python package in build/release)"
+  else
+    step "fuzz: safetensors and checkpoint readers (atheris)" \
+      tests/fuzz/run.sh python "${ROOT}/build/release/python" || true
+  fi
 fi
 
 finish

@@ -65,10 +65,12 @@ class RTX_API BpeTokenizer {
   // line when the text is not a valid tokenizer.
   std::string serialize() const;
   static BpeTokenizer deserialize(std::string_view text);
-  // Writes serialize() atomically (temporary file in the same directory, fsync, rename); throws
-  // CheckpointError naming the file when it cannot.
+  // Writes serialize() atomically (rtx::data::AtomicFile: a temporary file beside it, fsync,
+  // rename); throws CheckpointError naming the file when it cannot, ValueError for a path with a
+  // NUL byte.
   void save(const std::string& path) const;
-  // Reads a file save() wrote; throws CheckpointError naming the file (and the line) when it cannot.
+  // Reads a file save() wrote; throws CheckpointError naming the file (and the line) when it cannot,
+  // ValueError for a path with a NUL byte.
   static BpeTokenizer load(const std::string& path);
 
  private:

@@ -10,6 +10,7 @@ tensor (placed as map_location says), and every tensor is an as_strided view of 
 the saved sizes, strides and offset, so tensors that shared a storage share memory again."""
 import io
 import pickle
+import pickletools
 import sys
 import zipfile
 from collections import OrderedDict, namedtuple
@@ -63,38 +64,45 @@ def _read_record(archive, record, size, name):
     if info.file_size != info.compress_size or info.header_offset + info.compress_size > size:
         _fail(name, f"record {record} claims {info.file_size} bytes at offset {info.header_offset} of a "
                     f"{size}-byte archive: truncated or corrupt")
-    return bytearray(archive.read(info))
+    try:
+        return bytearray(archive.read(info))
+    except Exception as e:  # zipfile's reasons for a damaged archive are many (BadZipFile, EOFError, ...)
+        _fail(name, f"cannot read record {record} ({type(e).__name__}: {e})")
 
 
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, data, archive, prefix, name, size, restore, swap):
-        super().__init__(io.BytesIO(data))
+def _check_pickle(data, name):
+    """Reads the pickle's opcodes (pickletools, not executing them) before the unpickler runs, to
+    refuse what would make it allocate more than the data can describe: an argument longer than the
+    bytes that remain (the unpickler allocates the claimed length first), a memo index no pickle of
+    this size can have reached (it grows its memo table to the largest index), and the bytearray and
+    out-of-band buffer opcodes of protocol 5, which PyTorch checkpoints never hold."""
+    try:
+        for opcode, arg, position in pickletools.genops(data):
+            if opcode.name in ("BYTEARRAY8", "NEXT_BUFFER", "READONLY_BUFFER"):
+                _fail(name, f"the pickle holds a {opcode.name} opcode at byte {position}; PyTorch checkpoints have "
+                            "no bytearrays or out-of-band buffers")
+            if opcode.name in ("PUT", "BINPUT", "LONG_BINPUT") and not 0 <= arg < len(data):
+                _fail(name, f"the pickle stores memo entry {arg} at byte {position}, beyond any a "
+                            f"{len(data)}-byte pickle can have")
+    except _C.Error:
+        raise
+    except Exception as e:  # pickletools' reasons for a damaged pickle (ValueError, struct.error, ...)
+        _fail(name, f"the pickle is damaged ({type(e).__name__}: {e})")
+
+
+class _Rebuilder:
+    """The storages of one checkpoint and the functions that make its tensors from them, which the
+    unpickler hands the pickle. Kept apart from the unpickler: after a failed load, the unpickler's
+    stack (where the garbage collector does not look) still holds what find_class returned, and
+    bound methods of the unpickler itself there would keep it alive for ever."""
+
+    def __init__(self, archive, prefix, name, size, restore, swap):
         self._archive, self._prefix, self._name, self._size = archive, prefix, name, size
         self._restore, self._swap = restore, swap
         self._storages = {}  # key -> _Storage
-        self._globals = {
-            "torch._utils._rebuild_tensor_v2": self._rebuild_tensor,
-            "torch._utils._rebuild_parameter": self._rebuild_parameter,
-            "torch.storage.UntypedStorage": _StorageType(_C.uint8),
-            "collections.OrderedDict": OrderedDict,
-            "torch.Size": tuple,
-            "torch.device": _C.device,
-        }
-        self._globals.update({f"torch.{k}": _StorageType(v) for k, v in _TYPED_STORAGES.items()})
-        self._globals.update({f"torch.{k}": v for k, v in _DTYPES.items()})
 
     def fail(self, what):
         _fail(self._name, what)
-
-    def find_class(self, module, name):
-        found = self._globals.get(f"{module}.{name}")
-        if found is not None:
-            return found
-        if f"{module}.{name}" in _UNSUPPORTED:
-            self.fail(f"the checkpoint holds {_UNSUPPORTED[f'{module}.{name}']} data ({module}.{name}); rustytorch "
-                      "has no such dtype")
-        self.fail(f"the pickle refers to the global {module}.{name}, which rustytorch does not load: it loads "
-                  "tensors and plain data only, never code or other objects")
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
@@ -128,8 +136,7 @@ class _Unpickler(pickle.Unpickler):
             np.frombuffer(data, dtype=f"u{dtype.itemsize}").byteswap(inplace=True)
         return _C.frombuffer(data, dtype=dtype)
 
-    def _rebuild_tensor(self, storage, storage_offset, size, stride, requires_grad, backward_hooks,
-                        metadata=None):
+    def rebuild_tensor(self, storage, storage_offset, size, stride, requires_grad, backward_hooks, metadata=None):
         if not isinstance(storage, _Storage):
             self.fail(f"_rebuild_tensor_v2 got a {type(storage).__name__} where a storage belongs")
         if metadata:
@@ -137,11 +144,12 @@ class _Unpickler(pickle.Unpickler):
         try:
             t = storage.tensor.as_strided(size, stride, storage_offset)
         except Exception as e:
-            self.fail(f"a tensor of size {size}, stride {stride} and offset {storage_offset} does not fit storage "
-                      f"'{storage.key}' of {storage.tensor.numel()} elements ({e})")
+            self.fail(f"a tensor of size {repr(size)[:200]}, stride {repr(stride)[:200]} and offset "
+                      f"{repr(storage_offset)[:50]} does not fit storage '{storage.key}' of {storage.tensor.numel()} "
+                      f"elements ({e})")
         return self._requires_grad(t, requires_grad)
 
-    def _rebuild_parameter(self, data, requires_grad, backward_hooks):
+    def rebuild_parameter(self, data, requires_grad, backward_hooks):
         if not isinstance(data, _C.Tensor):
             self.fail(f"_rebuild_parameter got a {type(data).__name__} where a tensor belongs")
         return self._requires_grad(data, requires_grad)
@@ -152,12 +160,41 @@ class _Unpickler(pickle.Unpickler):
         return t.requires_grad_(requires_grad)
 
 
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, data, rebuilder):
+        super().__init__(io.BytesIO(data))
+        self._rebuilder = rebuilder
+        self._globals = {
+            "torch._utils._rebuild_tensor_v2": rebuilder.rebuild_tensor,
+            "torch._utils._rebuild_parameter": rebuilder.rebuild_parameter,
+            "torch.storage.UntypedStorage": _StorageType(_C.uint8),
+            "collections.OrderedDict": OrderedDict,
+            "torch.Size": tuple,
+            "torch.device": _C.device,
+        }
+        self._globals.update({f"torch.{k}": _StorageType(v) for k, v in _TYPED_STORAGES.items()})
+        self._globals.update({f"torch.{k}": v for k, v in _DTYPES.items()})
+
+    def find_class(self, module, name):
+        found = self._globals.get(f"{module}.{name}")
+        if found is not None:
+            return found
+        if f"{module}.{name}" in _UNSUPPORTED:
+            self._rebuilder.fail(f"the checkpoint holds {_UNSUPPORTED[f'{module}.{name}']} data ({module}.{name}); "
+                                 "rustytorch has no such dtype")
+        self._rebuilder.fail(f"the pickle refers to the global {module}.{name}, which rustytorch does not load: it "
+                             "loads tensors and plain data only, never code or other objects")
+
+    def persistent_load(self, pid):
+        return self._rebuilder.persistent_load(pid)
+
+
 def load(source, size, name, restore):
     """The object of the PyTorch zip checkpoint source (a path or a seekable binary stream of size
     bytes), with each storage placed by restore(tensor, location); name names it in errors."""
     try:
         archive = zipfile.ZipFile(source)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+    except Exception as e:  # zipfile's reasons for a damaged archive are many (BadZipFile, NotImplementedError, ...)
         raise _C.CheckpointError(f"[pytorch] {name}: not a readable zip archive ({e})") from e
     with archive:
         pickles = [n for n in archive.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]
@@ -169,8 +206,9 @@ def load(source, size, name, restore):
             byteorder = bytes(_read_record(archive, prefix + "byteorder", size, name)).decode("ascii", "replace")
         if byteorder not in ("little", "big"):
             _fail(name, f"the byteorder record says {byteorder[:20]!r}, not 'little' or 'big'")
-        unpickler = _Unpickler(_read_record(archive, pickles[0], size, name), archive, prefix, name, size, restore,
-                               byteorder != sys.byteorder)
+        data = _read_record(archive, pickles[0], size, name)
+        _check_pickle(data, name)
+        unpickler = _Unpickler(data, _Rebuilder(archive, prefix, name, size, restore, byteorder != sys.byteorder))
         try:
             return unpickler.load()
         except _RestoreError as e:

@@ -101,18 +101,14 @@ def save(obj, f):
     structure = {"version": _VERSION, "locations": writer.locations, "root": root}
     metadata = {_KEY: json.dumps(structure, separators=(",", ":"), allow_nan=False)}
     if is_path:
-        _safetensors.write_atomically(os.fspath(f), lambda out: _safetensors.write(writer.tensors, out, metadata))
+        _safetensors.atomic_write(f, lambda out: _safetensors.write(writer.tensors, out, metadata), "rustytorch.save")
     else:
         _safetensors.write(writer.tensors, f, metadata)
 
 
-def _open(f):
-    """(name for messages, what zipfile opens, writable buffer of the whole content) of a path or
-    a binary file object (read from its current position)."""
-    if isinstance(f, (str, os.PathLike)):
-        path = os.fspath(f)
-        with open(path, "rb") as file:
-            return path, path, _safetensors.map_file(file)
+def _read_file_object(f):
+    """(name for messages, seekable stream, writable buffer of the whole content) of a binary file
+    object, read from its current position."""
     if not hasattr(f, "read"):
         raise TypeError(f"rustytorch.load: f must be a path or a binary file object, got {type(f).__name__}")
     data = f.read()
@@ -183,9 +179,11 @@ class _Reader:
 
     def load(self, text):
         try:
-            doc = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as e:
-            self.fail(f"the structure in {_KEY} is not valid JSON ({e})")
+            doc = _safetensors.loads_strict(text)
+        except _safetensors.DuplicateKeyError as e:
+            self.fail(f"the structure in {_KEY} has the key {e.args[0]!r} twice in one JSON object")
+        except (ValueError, RecursionError) as e:
+            self.fail(f"the structure in {_KEY} is not valid JSON ({type(e).__name__}: {e})")
         if not isinstance(doc, dict) or "root" not in doc:
             self.fail(f"{_KEY} is not an object with a 'root'")
         if doc.get("version") != _VERSION:
@@ -257,27 +255,45 @@ class _Reader:
         return t
 
 
-def load(f, map_location=None, weights_only=None):
+def load(f, map_location=None, *, weights_only=None, mmap=None):
     """The object rustytorch.save stored in f (a path or a binary file object), a plain safetensors
     file's dict of tensors, or a PyTorch (zip format) checkpoint's object, with the tensors placed
     as map_location says: None (where they were saved), a device string or rustytorch.device, a dict
     of saved location -> target location strings, or a callable (tensor, location) -> tensor or None.
-    weights_only=False is refused: rustytorch loads only data, never code."""
+    weights_only=False is refused: rustytorch loads only data, never code. mmap=None or False (as in
+    PyTorch) reads the file into memory; mmap=True (f must be a path) maps a safetensors file
+    copy-on-write instead, so the CPU tensors view the file: it must then not be truncated or
+    rewritten in place while they live (replacing it by a rename, as every save does, is safe)."""
     if weights_only is False:
         raise _C.CheckpointError(
             "rustytorch.load(weights_only=False): rustytorch loads only data (tensors, containers, numbers, "
             "strings, dtypes, devices) and never runs code from a file, so it has no unrestricted mode; "
             "call rustytorch.load without weights_only or with weights_only=True")
-    name, source, buffer = _open(f)
+    if not isinstance(f, (str, os.PathLike)):
+        if mmap:
+            raise _C.ValueError(f"rustytorch.load(mmap=True): f must be a path to map, got a {type(f).__name__}")
+        name, stream, buffer = _read_file_object(f)
+        return _load(name, stream, len(buffer), lambda: buffer, map_location)
+    path = _safetensors.path_of(f, "rustytorch.load")
+    name = path if isinstance(path, str) else os.fsdecode(path)
+    with open(path, "rb") as file:  # a missing file raises FileNotFoundError, as in PyTorch
+        size = os.fstat(file.fileno()).st_size
+        return _load(name, file, size, lambda: _safetensors.file_buffer(file, bool(mmap), name), map_location)
+
+
+def _load(name, stream, size, contents, map_location):
+    """load() of the size-byte seekable stream (at its start) whose whole content contents() gives
+    as a writable buffer."""
     restore = _restore_function(map_location, name)
-    head = bytes(buffer[:len(_LEGACY_MAGIC)])
+    head = stream.read(len(_LEGACY_MAGIC))
+    stream.seek(-len(head), io.SEEK_CUR)
     if head.startswith(_ZIP_MAGIC):
-        return _torch_format.load(source, len(buffer), name, restore)
+        return _torch_format.load(stream, size, name, restore)
     if head == _LEGACY_MAGIC:
         raise _C.CheckpointError(
             f"[pytorch] {name}: this is PyTorch's legacy (pre-1.6, non-zip) checkpoint format, which rustytorch "
             "does not read; re-save it with a recent torch.save (the zip format) or as safetensors")
-    tensors, metadata = _safetensors.read(buffer, name)
+    tensors, metadata = _safetensors.read(contents(), name)
     if _KEY not in metadata:
         return {k: restore(t, "cpu") for k, t in tensors.items()}
     return _Reader(name, tensors, restore).load(metadata[_KEY])

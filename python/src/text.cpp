@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "paths.h"
 #include "rtx/text.h"
 
 namespace rtx::python {
@@ -66,10 +67,6 @@ std::vector<int32_t> token_ids(const BpeTokenizer& tokenizer, const py::handle& 
   return out;
 }
 
-std::string filesystem_path(const py::object& path) {
-  return py::module_::import("os").attr("fspath")(path).cast<std::string>();
-}
-
 }  // namespace
 
 void bind_text(py::module_& parent) {
@@ -128,10 +125,15 @@ void bind_text(py::module_& parent) {
           },
           "(left, right) for each merge in rank order; merge k creates token 256 + k.")
       .def(
-          "save", [](const BpeTokenizer& tokenizer, const py::object& path) { tokenizer.save(filesystem_path(path)); },
+          "save",
+          [](const BpeTokenizer& tokenizer, const py::handle& path) {
+            const std::string file = filesystem_path(path);
+            py::gil_scoped_release release;
+            tokenizer.save(file);
+          },
           py::arg("path"), "Writes the tokenizer to path atomically.")
       .def_static(
-          "load", [](const py::object& path) { return BpeTokenizer::load(filesystem_path(path)); }, py::arg("path"),
+          "load", [](const py::handle& path) { return BpeTokenizer::load(filesystem_path(path)); }, py::arg("path"),
           "Reads a tokenizer save() wrote; raises CheckpointError when the file is not one.")
       .def("to_str", &BpeTokenizer::serialize, "The tokenizer as text, e.g. for checkpoint metadata.")
       .def_static(

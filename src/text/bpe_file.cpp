@@ -1,10 +1,6 @@
-// The tokenizer's text format (described in rtx/text.h): writing it, atomic saves, and a strict
-// reader that refuses anything malformed with a CheckpointError naming the source and the line,
-// without ever allocating more than a valid file of the same size would need.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
+// The tokenizer's text format (described in rtx/text.h): writing it, atomic saves (rtx::data::
+// AtomicFile), and a strict reader that refuses anything malformed with a CheckpointError naming the
+// source and the line, without ever allocating more than a valid file of the same size would need.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +8,8 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "data/path.h"
+#include "rtx/data.h"
 #include "rtx/text.h"
 #include "text/bpe_internal.h"
 
@@ -75,6 +73,7 @@ struct FileCloser {
 };
 
 std::string read_file(const std::string& path) {
+  data::detail::check_path(path, "BpeTokenizer.load");
   const std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
   RTX_CHECK(file != nullptr, CheckpointError, "[BpeTokenizer.load] {}: cannot open: {}", path, std::strerror(errno));
   std::string text;
@@ -88,45 +87,6 @@ std::string read_file(const std::string& path) {
   RTX_CHECK(!std::ferror(file.get()), CheckpointError, "[BpeTokenizer.load] {}: cannot read: {}", path,
             std::strerror(errno));
   return text;
-}
-
-// Writes data to fd entirely; false (with errno set) on failure.
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
-// Writes data to a temporary file next to path, flushes it to disk and renames it over path, so
-// that path holds either its old contents or all of data, even across a crash.
-void write_file_atomically(const std::string& path, std::string_view data) {
-  std::string temporary = path + ".tmp-XXXXXX";
-  const int fd = ::mkstemp(temporary.data());
-  RTX_CHECK(fd >= 0, CheckpointError, "[BpeTokenizer.save] {}: cannot create a temporary file: {}", path,
-            std::strerror(errno));
-  std::string failure;  // what failed and why
-  const auto failed = [&](const char* what) { failure = fmt::format("cannot {}: {}", what, std::strerror(errno)); };
-  if (::fchmod(fd, 0644) != 0) failed("set the permissions of the temporary file");
-  else if (!write_all(fd, data)) failed("write");
-  else if (::fsync(fd) != 0) failed("flush");
-  if (::close(fd) != 0 && failure.empty()) failed("close");
-  if (failure.empty() && std::rename(temporary.c_str(), path.c_str()) != 0) failed("rename the temporary file");
-  if (!failure.empty()) {
-    ::unlink(temporary.c_str());
-    RTX_THROW(CheckpointError, "[BpeTokenizer.save] {}: {}", path, failure);
-  }
-  // Make the rename itself durable.
-  const size_t slash = path.find_last_of('/');
-  const std::string directory = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  const int dir_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
 }
 
 }  // namespace
@@ -191,7 +151,11 @@ BpeTokenizer BpeTokenizer::deserialize(std::string_view text) {
   return parse(text, "<string>", "BpeTokenizer.deserialize");
 }
 
-void BpeTokenizer::save(const std::string& path) const { write_file_atomically(path, serialize()); }
+void BpeTokenizer::save(const std::string& path) const {
+  data::AtomicFile file(path, "BpeTokenizer.save");
+  file.write(serialize());
+  file.commit();
+}
 
 BpeTokenizer BpeTokenizer::load(const std::string& path) {
   return parse(read_file(path), path, "BpeTokenizer.load");

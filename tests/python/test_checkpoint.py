@@ -3,6 +3,7 @@ bit-identically, nested structures, tied weights stored once, map_location in ev
 safetensors files, PyTorch's own zip checkpoints (written by torch when it is installed, and built
 here with pickle + zipfile so that CI tests the loader too), copy.deepcopy, and hostile files."""
 import copy
+import gc
 import io
 import json
 import math
@@ -105,11 +106,13 @@ def test_save_is_atomic(tmp_path, monkeypatch):
     path = tmp_path / "ckpt.pt"
     rt.save({"a": rt.ones(3)}, path)
     original = path.read_bytes()
-    def broken_replace(src, dst):
+
+    def fails_midway(tensors, f, metadata=None):
+        f.write(b"\0" * 1000)
         raise OSError("disk full")
 
-    monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(OSError):
+    monkeypatch.setattr(rt._safetensors, "write", fails_midway)
+    with pytest.raises(OSError, match="disk full"):
         rt.save({"a": rt.zeros(1000)}, path)
     monkeypatch.undo()
     assert path.read_bytes() == original and os.listdir(tmp_path) == ["ckpt.pt"]
@@ -566,7 +569,20 @@ HOSTILE_PT = {
     "bad_byteorder": (lambda: forbidden({"a": 1}, byteorder=b"middle"), "byteorder"),
     "no_data_pkl": (lambda: io.BytesIO(zip_of({"archive/other.pkl": b"x"})), "data.pkl"),
     "truncated_zip": (lambda: io.BytesIO(write_pt({"a": 1}, {})[:-30]), "zip"),
-    "corrupt_pickle": (lambda: io.BytesIO(zip_of({"archive/data.pkl": b"\x80\x02}q\x00(X"})), "cannot unpickle"),
+    "corrupt_pickle": (lambda: io.BytesIO(zip_of({"archive/data.pkl": b"\x80\x02}q\x00(X"})), "the pickle is damaged"),
+    # Views whose extent overflows 64 bits, and offsets at the end of int64: outside the storage.
+    "view_overflowing_int64": (lambda: forbidden(rebuild(storage_ref("0", "FloatStorage", 2), 0, (2 ** 62, 2),
+                                                         (2 ** 62, 1)), {"0": b"\0" * 8}), "does not fit"),
+    "offset_at_int64_max": (lambda: forbidden(rebuild(storage_ref("0", "FloatStorage", 2), 2 ** 63 - 1, (2,), (1,)),
+                                              {"0": b"\0" * 8}), "does not fit"),
+    # A 5-byte LONG_BINPUT that would grow the unpickler's memo table to 2^31 entries (16 GiB).
+    "memo_index": (lambda: io.BytesIO(zip_of({"archive/data.pkl": b"\x80\x02}r\xff\xff\xff\x7f."})),
+                   "memo entry 2147483647"),
+    # Protocol 5's BYTEARRAY8, claiming 2^60 bytes (allocated before the unpickler reads them).
+    "bytearray8": (lambda: io.BytesIO(zip_of({"archive/data.pkl": b"\x80\x05\x96" + (1 << 60).to_bytes(8, "little")})),
+                   "the pickle is damaged .*bytearray8"),
+    "bytearray8_small": (lambda: io.BytesIO(zip_of({"archive/data.pkl": b"\x80\x05\x96\x01" + b"\0" * 7 + b"x."})),
+                         "BYTEARRAY8"),
 }
 
 
@@ -576,6 +592,17 @@ def zip_of(records):
         for name, data in records.items():
             z.writestr(name, data)
     return out.getvalue()
+
+
+def test_failed_pytorch_loads_free_their_unpickler():
+    # The rebuild function is on the unpickler's stack when the forbidden global stops it.
+    make = lambda: forbidden(rebuild(Call(Global("os", "system"), "x"), 0, (1,), (1,)))  # noqa: E731
+    for _ in range(3):
+        with pytest.raises(rt.CheckpointError, match="os.system"):
+            rt.load(make())
+    gc.collect()
+    kinds = (rt._torch_format._Unpickler, rt._torch_format._Rebuilder)
+    assert not [o for o in gc.get_objects() if isinstance(o, kinds)]
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE_PT))

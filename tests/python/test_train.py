@@ -3,6 +3,7 @@ Ctrl-C, mixed precision (bf16 autocast, fp16 with a GradScaler, exact resume wit
 checkpoints that survive a kill during saving, and the Bible text cleanup."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -342,3 +343,42 @@ def test_the_king_james_bible_is_read_whole():
     assert text.rstrip().endswith("The grace of our Lord Jesus Christ be with you all. Amen.")
     assert not any(line[:1].isdigit() and line.split(" ")[0].isdigit() for line in text.splitlines())
     assert 4_000_000 < len(text) < 4_400_000
+
+
+def test_a_damaged_checkpoint_raises_checkpoint_error_naming_the_file_and_field(tmp_path):
+    """Missing fields, corrupt JSON and unusable hyperparameters are refused on load, before they
+    reach the optimizer (where they would fail later, inside step())."""
+    rt.manual_seed(0)
+    model = nn.Linear(3, 2)
+    opt = optim.AdamW(model.parameters(), lr=1e-3)
+    model(rt.randn(4, 3)).sum().backward()
+    opt.step()
+    good = checkpoint.save(str(tmp_path), 1, model, opt, {"step": 1, "time": 0.5, "window_losses": [1.0]})
+    tensors, metadata = io.load_file(good), io.load_metadata(good)
+
+    def damaged(name, change):
+        meta = dict(metadata)
+        change(meta)
+        path = str(tmp_path / f"{name}.safetensors")
+        io.save_file(tensors, path, metadata=meta)
+        return path
+
+    def set_group(meta, key, value):
+        optim_json = json.loads(meta["optim"])
+        optim_json["param_groups"][0][key] = value
+        meta["optim"] = json.dumps(optim_json)
+
+    cases = {
+        "optim": damaged("no_optim", lambda m: m.pop("optim")),
+        "rng": damaged("bad_json", lambda m: m.update(rng="[1, 2")),
+        "progress.step": damaged("bad_step", lambda m: m.update(progress=json.dumps({"step": -3}))),
+        "optim.param_groups[0].lr": damaged("bad_lr", lambda m: set_group(m, "lr", "fast")),
+        "optim.param_groups[0].betas": damaged("bad_betas", lambda m: set_group(m, "betas", [0.9])),
+    }
+    for field, path in cases.items():
+        fresh = nn.Linear(3, 2)
+        with pytest.raises(rt.CheckpointError, match=re.escape(f"field '{field}'")) as info:
+            checkpoint.load(path, fresh, optim.AdamW(fresh.parameters()))
+        assert path in str(info.value)
+    fresh = nn.Linear(3, 2)
+    assert checkpoint.load(good, fresh, optim.AdamW(fresh.parameters()))["step"] == 1

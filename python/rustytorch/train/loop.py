@@ -60,8 +60,8 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
         if path is None:
             raise FileNotFoundError(f"--resume: no checkpoint in {args.out}")
         progress = checkpoint.load(path, model, optimizer, scaler)
-        step, elapsed = progress["step"], progress["time"]
-        window_losses = progress["window_losses"]
+        step, elapsed = progress["step"], progress.get("time", 0.0)
+        window_losses = progress.get("window_losses", [])
         files.keep_until(step)
         print(f"resumed from {path} at step {step}", flush=True)
     bar = Progress(total_steps, initial=step, every=args.log_every)
