@@ -49,7 +49,7 @@ class GradScaler:
         self._device = device
         self._enabled = enabled
         if device == "cuda" and enabled and not cuda.is_available():
-            warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.",
+            warnings.warn("GradScaler(device='cuda') is enabled, but CUDA is not available; disabling it",
                           stacklevel=2)
             self._enabled = False
         if self._enabled:
