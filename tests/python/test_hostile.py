@@ -182,7 +182,7 @@ def test_objects_made_by_new_alone_raise_type_error():
 THREAD_START = """
 import os, sys, time
 import numpy  # noqa: F401  (already imported, as by any script; the race is in pybind11's lookup)
-CHILDREN, DEADLINE = 50, time.monotonic() + 40
+CHILDREN, AT_ONCE, PATIENCE = 50, 5, 30  # a child that takes PATIENCE seconds counts as hung
 
 def child():
     import threading
@@ -206,8 +206,7 @@ def child():
     if errors:
         raise errors[0]
 
-pids = []
-for _ in range(CHILDREN):
+def start():
     pid = os.fork()
     if pid == 0:
         try:
@@ -217,21 +216,25 @@ for _ in range(CHILDREN):
             import traceback
             traceback.print_exc()
             os._exit(3)
-    pids.append(pid)
+    return pid
+
+# AT_ONCE children at a time, so that a slow machine's import time is not taken for a hang.
 failed = []
-for pid in pids:
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            if os.waitstatus_to_exitcode(status) != 0:
-                failed.append(f"exit status {os.waitstatus_to_exitcode(status)}")
-            break
-        if time.monotonic() > DEADLINE:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            failed.append("hung")
-            break
-        time.sleep(0.01)
+for wave in range(0, CHILDREN, AT_ONCE):
+    pids, deadline = [start() for _ in range(AT_ONCE)], time.monotonic() + PATIENCE
+    for pid in pids:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                if os.waitstatus_to_exitcode(status) != 0:
+                    failed.append(f"exit status {os.waitstatus_to_exitcode(status)}")
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                failed.append("hung")
+                break
+            time.sleep(0.01)
 print(f"{len(failed)} of {CHILDREN} failed or hung: {failed}")
 sys.exit(1 if failed else 0)
 """
@@ -239,13 +242,13 @@ sys.exit(1 if failed else 0)
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_threads_making_the_first_numpy_calls_at_once_do_not_deadlock():
-    # 50 fresh interpreters (forked from one that has not imported rustytorch), eight threads each
-    # making its first numpy-backed call at the same moment; a hung child is killed and counts.
+    # 50 fresh interpreters (forked from one that has not imported rustytorch, five at a time), eight
+    # threads each making its first numpy-backed call at the same moment; a hung child is killed and counts.
     # Its own process group, so that nothing it forked outlives a timeout.
     parent = subprocess.Popen([sys.executable, "-c", THREAD_START], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=os.environ, start_new_session=True)
     try:
-        out, err = parent.communicate(timeout=120)
+        out, err = parent.communicate(timeout=400)
     except subprocess.TimeoutExpired:
         os.killpg(parent.pid, signal.SIGKILL)
         out, err = parent.communicate()
