@@ -48,11 +48,14 @@ RTX_API Tensor from_buffer(const void* data, const Shape& shape, DType dtype, De
 RTX_API Tensor from_blob(void* data, const Shape& shape, const Shape& strides, DType dtype, Device device,
                          std::function<void(void*)> deleter = nullptr);
 // A 1-d tensor holding values (a copy); of T's dtype unless options give one.
+namespace detail {
+// A 1-d tensor of the n values of dtype source at data, converted to the options' dtype; ValueError
+// for a value that does not fit it (as rustytorch.tensor refuses tensor([300], dtype=uint8)).
+RTX_API Tensor tensor_of(const void* data, int64_t n, DType source, const TensorOptions& options);
+}  // namespace detail
 template <typename T>
 Tensor tensor(const std::vector<T>& values, const TensorOptions& options = {}) {
-  const TensorOptions o = options.resolved(dtype_of_v<T>);
-  return from_buffer(values.data(), {static_cast<int64_t>(values.size())}, dtype_of_v<T>).to(*o.device, *o.dtype)
-      .requires_grad_(o.requires_grad);
+  return detail::tensor_of(values.data(), static_cast<int64_t>(values.size()), dtype_of_v<T>, options);
 }
 RTX_API Tensor tensor(const std::vector<bool>& values, const TensorOptions& options = {});
 // rtx::tensor({1.5, 2}) is float32 (unless options say otherwise), rtx::tensor({true, false}) bool.

@@ -1,8 +1,10 @@
 // Creation ops: empty/zeros/ones/full(_like), arange, linspace, eye, from_buffer, from_blob, tensor.
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "core/checked_size.h"
+#include "core/dtype_dispatch.h"
 #include "core/scalar_range.h"
 #include "core/storage.h"
 #include "ops/internal.h"
@@ -156,11 +158,25 @@ Tensor from_blob(void* data, const Shape& shape, const Shape& strides, DType dty
 }
 
 Tensor tensor(std::initializer_list<double> values, const TensorOptions& options) {
-  const TensorOptions o = options.resolved();
+  const std::vector<double> v(values);
+  return detail::tensor_of(v.data(), static_cast<int64_t>(v.size()), kFloat64, options.resolved());
+}
+
+Tensor detail::tensor_of(const void* data, int64_t n, DType source, const TensorOptions& options) {
+  const TensorOptions o = options.resolved(source);
   check_device("tensor", *o.device);
-  std::vector<double> v(values);
-  Tensor t = from_buffer(v.data(), {static_cast<int64_t>(v.size())}, kFloat64).to(*o.device, *o.dtype);
-  return finish(t, o);
+  const Tensor values = from_buffer(data, {n}, source);
+  if (*o.dtype != source) {
+    RTX_DISPATCH_ALL(source, "tensor", [&] {
+      const auto* v = values.data_ptr<scalar_t>();
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (std::is_same_v<scalar_t, bool>) break;  // 0 and 1 fit every dtype
+        else if (is_floating(source)) check_fits("tensor", Scalar(static_cast<double>(v[i])), *o.dtype);
+        else check_fits("tensor", Scalar(static_cast<int64_t>(v[i])), *o.dtype);
+      }
+    });
+  }
+  return finish(values.to(*o.device, *o.dtype), o);
 }
 
 Tensor tensor(const std::vector<bool>& values, const TensorOptions& options) {

@@ -142,6 +142,17 @@ TEST_P(HostileTest, FillValuesMustFitTheDtype) {
   EXPECT_EQ(values(zeros({1}, TensorOptions(kUInt8, dev())) + 300), (std::vector<double>{44}));
 }
 
+TEST_P(HostileTest, TensorsFromValuesRefuseValuesThatDoNotFit) {
+  EXPECT_TRUE(throws<ValueError>([&] { tensor(std::vector<int64_t>{1, 300}, TensorOptions(kUInt8, dev())); },
+                                 "[tensor] value 300 cannot be converted to uint8 without overflow"));
+  EXPECT_TRUE(throws<ValueError>([&] { tensor({1.5, 1e10}, TensorOptions(kInt32, dev())); }, "[tensor] value"));
+  EXPECT_TRUE(throws<ValueError>([&] { tensor(std::vector<float>{7e4f}, TensorOptions(kFloat16, dev())); },
+                                 "cannot be converted to float16"));
+  EXPECT_EQ(values(tensor(std::vector<int64_t>{-1, 255}, TensorOptions(kUInt8, dev()))), (std::vector<double>{255, 255}));
+  EXPECT_EQ(values(tensor(std::vector<bool>{true, false}, TensorOptions(kInt8, dev()))), (std::vector<double>{1, 0}));
+  EXPECT_EQ(tensor(std::vector<int32_t>{1, 2}).dtype(), kInt32);
+}
+
 // ---- integer division and powers -----------------------------------------------------------------
 
 TEST_P(HostileTest, IntegerDivisionByZeroRaisesOnTheCpu) {
