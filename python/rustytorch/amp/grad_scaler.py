@@ -7,7 +7,6 @@ never synchronizes; update() backs the scale off after an overflow and grows it 
 growth_interval clean steps (_amp_update_scale_). The scale and the growth tracker are tensors on
 the device, created by the first scale(). Each optimizer goes READY -> UNSCALED -> STEPPED between
 updates, with PyTorch's errors for calls out of that order."""
-import inspect
 import warnings
 from collections import abc, defaultdict
 from enum import Enum
@@ -18,7 +17,7 @@ from ..autograd import no_grad
 __all__ = ["OptState", "GradScaler"]
 
 
-class _MultiDeviceReplicator:
+class _PerDevice:
     """A tensor and its copies on the other devices asked for, made once each."""
 
     def __init__(self, master_tensor):
@@ -39,7 +38,7 @@ class OptState(Enum):
     STEPPED = 2
 
 
-def _refresh_per_optimizer_state():
+def _fresh_state():
     return {"stage": OptState.READY, "found_inf_per_device": {}}
 
 
@@ -54,9 +53,9 @@ class GradScaler:
             self._enabled = False
         if self._enabled:
             if growth_factor <= 1.0:
-                raise _C.ValueError(f"GradScaler: the growth factor must be > 1.0, got {growth_factor}")
+                raise _C.ValueError(f"[GradScaler] growth_factor must be > 1.0 (the scale grows by it), got {growth_factor}")
             if backoff_factor >= 1.0:
-                raise _C.ValueError(f"GradScaler: the backoff factor must be < 1.0, got {backoff_factor}")
+                raise _C.ValueError(f"[GradScaler] backoff_factor must be < 1.0 (the scale shrinks by it), got {backoff_factor}")
             self._init_scale = init_scale
             self._scale = None  # made by the first scale()
             self._growth_factor = growth_factor
@@ -64,12 +63,12 @@ class GradScaler:
             self._growth_interval = growth_interval
             self._init_growth_tracker = 0
             self._growth_tracker = None
-            self._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
+            self._per_optimizer_states = defaultdict(_fresh_state)
 
     def _check_scale_growth_tracker(self, funcname):
         if self._scale is None or self._growth_tracker is None:
-            raise _C.Error(f"GradScaler.{funcname}: attempted {funcname} but the scale does not exist yet. This may "
-                           "indicate your script did not use scaler.scale(loss or outputs) earlier in the iteration.")
+            raise _C.Error(f"[GradScaler.{funcname}] no scale exists yet: call scaler.scale(loss) and backward on it "
+                           "before this, in the same iteration")
         return self._scale, self._growth_tracker
 
     def _lazy_init_scale_growth_tracker(self, dev):
@@ -91,19 +90,19 @@ class GradScaler:
                 if not stash:
                     if self._scale is None:
                         self._lazy_init_scale_growth_tracker(val.device)
-                    stash.append(_MultiDeviceReplicator(self._scale))
+                    stash.append(_PerDevice(self._scale))
                 return val * stash[0].get(val.device)
             if isinstance(val, abc.Iterable):
                 scaled = map(apply_scale, val)
                 return type(val)(scaled) if isinstance(val, (list, tuple)) else scaled
-            raise _C.ValueError(f"GradScaler.scale: outputs must be a Tensor or an iterable of Tensors, got "
+            raise _C.ValueError(f"[GradScaler.scale] expected a tensor or (nested) lists and tuples of tensors, got "
                                 f"{type(val).__name__}")
 
         return apply_scale(outputs)
 
     def _unscale_grads_(self, optimizer, inv_scale, found_inf, allow_fp16):
-        per_device_inv_scale = _MultiDeviceReplicator(inv_scale)
-        per_device_found_inf = _MultiDeviceReplicator(found_inf)
+        per_device_inv_scale = _PerDevice(inv_scale)
+        per_device_found_inf = _PerDevice(found_inf)
         per_device_grads = defaultdict(list)  # one list per device: the op groups the dtypes itself
         with no_grad():
             for group in optimizer.param_groups:
@@ -112,8 +111,8 @@ class GradScaler:
                     if param.grad is None:
                         continue
                     if not fp16_allowed and param.grad.dtype == _C.float16:
-                        raise _C.ValueError("GradScaler.unscale_: attempting to unscale FP16 gradients (keep float32 "
-                                            "parameters, or master_weights=True in the optimizer).")
+                        raise _C.ValueError("[GradScaler.unscale_] float16 gradients cannot be unscaled safely: keep the "
+                                            "parameters in float32 (autocast), or give the optimizer master_weights=True")
                     per_device_grads[param.grad.device].append(param.grad)
             for device, grads in per_device_grads.items():
                 _C._amp_foreach_non_finite_check_and_unscale_(grads, per_device_found_inf.get(device),
@@ -127,10 +126,10 @@ class GradScaler:
         self._check_scale_growth_tracker("unscale_")
         optimizer_state = self._per_optimizer_states[id(optimizer)]
         if optimizer_state["stage"] is OptState.UNSCALED:
-            raise _C.Error("GradScaler.unscale_: unscale_() has already been called on this optimizer since the last "
-                           "update().")
+            raise _C.Error("[GradScaler.unscale_] this optimizer's gradients were already unscaled in this iteration "
+                           "(once per update())")
         if optimizer_state["stage"] is OptState.STEPPED:
-            raise _C.Error("GradScaler.unscale_: unscale_() is being called after step().")
+            raise _C.Error("[GradScaler.unscale_] the optimizer already stepped in this iteration: unscale_ before step()")
         # The reciprocal in float64, as PyTorch computes it.
         inv_scale = self._scale.double().reciprocal().float()
         found_inf = _C.full((), 0.0, dtype=_C.float32, device=self._scale.device)
@@ -148,47 +147,35 @@ class GradScaler:
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
         if "closure" in kwargs:
-            raise _C.Error("GradScaler.step: closure use is not currently supported if GradScaler is enabled.")
+            raise _C.Error("[GradScaler.step] an enabled scaler cannot step with a closure: call backward yourself, then step")
         self._check_scale_growth_tracker("step")
         optimizer_state = self._per_optimizer_states[id(optimizer)]
         if optimizer_state["stage"] is OptState.STEPPED:
-            raise _C.Error("GradScaler.step: step() has already been called since the last update().")
+            raise _C.Error("[GradScaler.step] this optimizer already stepped in this iteration: call update() between steps")
         if getattr(optimizer, "_step_supports_amp_scaling", False):
             return self._step_scaling_optimizer(optimizer, optimizer_state, *args, **kwargs)
         if optimizer_state["stage"] is OptState.READY:
             self.unscale_(optimizer)
         if len(optimizer_state["found_inf_per_device"]) == 0:
-            raise _C.Error("GradScaler.step: no inf checks were recorded for this optimizer.")
+            raise _C.Error("[GradScaler.step] none of this optimizer's parameters has a gradient to check")
         retval = self._maybe_opt_step(optimizer, optimizer_state, *args, **kwargs)
         optimizer_state["stage"] = OptState.STEPPED
         return retval
 
     def _step_scaling_optimizer(self, optimizer, optimizer_state, *args, **kwargs):
-        """The step of an optimizer that unscales and skips by itself: it gets the scale as
-        optimizer.grad_scale (None when unscale_ already ran) and the combined found_inf as
-        optimizer.found_inf (PyTorch's contract), or itself as grad_scaler= when its step takes one."""
-        has_grad_scaler_kwarg = "grad_scaler" in inspect.signature(optimizer.step).parameters
-        if has_grad_scaler_kwarg:
-            warnings.warn("GradScaler is going to stop passing itself as a keyword argument to the passed "
-                          "optimizer. In the near future GradScaler registers `grad_scale: Tensor` and "
-                          "`found_inf: Tensor` to the passed optimizer and let the optimizer use them directly.",
-                          FutureWarning, stacklevel=3)
-            kwargs["grad_scaler"] = self
-        else:
-            if optimizer_state["stage"] is OptState.READY:
-                self._check_inf_per_device(optimizer)
-            scaler = self._scale
-            found_inf = sum(t.to(scaler.device, non_blocking=True)
-                            for t in optimizer_state["found_inf_per_device"].values())
-            optimizer.grad_scale = (getattr(optimizer, "grad_scale", None) if optimizer_state["stage"] is
-                                    OptState.UNSCALED else scaler * getattr(optimizer, "grad_scale", 1))
-            optimizer.found_inf = found_inf
+        """The step of an optimizer that unscales and skips by itself: for the step, optimizer.grad_scale
+        holds the scale (None when unscale_ already ran) and optimizer.found_inf the combined flag."""
+        if optimizer_state["stage"] is OptState.READY:
+            self._check_inf_per_device(optimizer)
+        scale = self._scale
+        optimizer.grad_scale = None if optimizer_state["stage"] is OptState.UNSCALED else scale
+        optimizer.found_inf = sum(t.to(scale.device, non_blocking=True)
+                                  for t in optimizer_state["found_inf_per_device"].values())
         try:
             retval = optimizer.step(*args, **kwargs)
         finally:
-            if not has_grad_scaler_kwarg:
-                del optimizer.grad_scale
-                del optimizer.found_inf
+            del optimizer.grad_scale
+            del optimizer.found_inf
         optimizer_state["stage"] = OptState.STEPPED
         return retval
 
@@ -204,21 +191,21 @@ class GradScaler:
             else:
                 if not (isinstance(new_scale, _C.Tensor) and new_scale.device.type == self._device
                         and new_scale.numel() == 1 and not new_scale.requires_grad):
-                    raise _C.ValueError(f"GradScaler.update: new_scale should be a float or a 1-element "
-                                        f"{self._device} tensor with requires_grad=False, got {new_scale!r}")
+                    raise _C.ValueError(f"[GradScaler.update] new_scale must be a number or a one-element {self._device} tensor "
+                                        f"that does not require grad, got {new_scale!r}")
                 self._scale.copy_(new_scale.reshape(()))
         else:
             found_infs = [found_inf.to(device=_scale.device, non_blocking=True)
                           for state in self._per_optimizer_states.values()
                           for found_inf in state["found_inf_per_device"].values()]
             if not found_infs:
-                raise _C.Error("GradScaler.update: no inf checks were recorded prior to update.")
+                raise _C.Error("[GradScaler.update] no optimizer stepped through this scaler since the last update()")
             found_inf_combined = found_infs[0]
             for other in found_infs[1:]:
                 found_inf_combined += other
             _C._amp_update_scale_(_scale, _growth_tracker, found_inf_combined, self._growth_factor,
                                   self._backoff_factor, self._growth_interval)
-        self._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
+        self._per_optimizer_states = defaultdict(_fresh_state)
 
     def _get_scale_async(self):
         return self._scale
@@ -268,8 +255,8 @@ class GradScaler:
         if not self._enabled:
             return
         if len(state_dict) == 0:
-            raise _C.ValueError("GradScaler.load_state_dict: the source state dict is empty, possibly because it was "
-                                "saved from a disabled instance of GradScaler.")
+            raise _C.ValueError("[GradScaler.load_state_dict] the state is empty (a disabled scaler saves none): load it "
+                                "into a disabled scaler")
         self._init_scale = float(state_dict["scale"])
         if self._scale is not None:
             self._scale.fill_(self._init_scale)
@@ -284,8 +271,8 @@ class GradScaler:
         state = self.__dict__.copy()
         if self._enabled:
             if len(self._per_optimizer_states) != 0:
-                raise _C.Error("GradScaler: a GradScaler instance may only be pickled at the beginning of an "
-                               "iteration, or at the end after scaler.update().")
+                raise _C.Error("[GradScaler] can be pickled only between iterations (before scale(), or after "
+                               "update())")
             # The unpickled instance makes its tensors again from these numbers.
             state["_init_scale"] = self.get_scale()
             state["_init_growth_tracker"] = self._get_growth_tracker()
