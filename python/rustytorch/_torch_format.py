@@ -213,8 +213,8 @@ def load(source, size, name, restore):
             return unpickler.load()
         except _RestoreError as e:
             error = e.__cause__
-        except _C.Error:
+        except (_C.CheckpointError, _C.OutOfMemoryError):
             raise
-        except Exception as e:
+        except Exception as e:  # anything else the file's opcodes made the objects do (a setitem on a tensor, ...)
             _fail(name, f"cannot unpickle {pickles[0]} ({type(e).__name__}: {e})")
     raise error  # map_location's own error, outside the handler so that it keeps its traceback alone
