@@ -30,8 +30,6 @@
 
 namespace {
 
-using example_cli::parse_integer;
-using example_cli::parse_positive_number;
 using example_cli::resolve_device;
 using example_cli::UsageError;
 
@@ -80,40 +78,19 @@ struct Options {
 
 Options parse_options(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(flag + " expects a value");
-      return argv[++i];
-    };
-    if (flag == "--help" || flag == "-h") {
-      o.help = true;
-      return o;
-    } else if (flag == "--model") {
-      o.model = value();
-      if (o.model != "mlp" && o.model != "cnn") throw UsageError("--model expects mlp or cnn, got '" + o.model + "'");
-    } else if (flag == "--device") {
-      o.device = value();
-    } else if (flag == "--epochs") {
-      o.epochs = parse_integer(flag, value(), 1);
-    } else if (flag == "--max-steps") {
-      o.max_steps = parse_integer(flag, value(), 1);
-    } else if (flag == "--batch-size") {
-      o.batch_size = parse_integer(flag, value(), 1);
-    } else if (flag == "--lr") {
-      o.lr = parse_positive_number(flag, value());
-    } else if (flag == "--seed") {
-      o.seed = static_cast<uint64_t>(parse_integer(flag, value(), 0));
-    } else if (flag == "--data-dir") {
-      o.data_dir = value();
-    } else if (flag == "--deterministic") {
-      o.deterministic = true;
-    } else if (flag == "--target-accuracy") {
-      o.target_accuracy = parse_positive_number(flag, value());
-    } else {
-      throw UsageError("unknown option '" + flag + "'");
-    }
-  }
+  example_cli::Flags flags;
+  flags.text("--model", o.model);
+  flags.text("--device", o.device);
+  flags.integer("--epochs", o.epochs, 1);
+  flags.integer("--max-steps", o.max_steps, 1);
+  flags.integer("--batch-size", o.batch_size, 1);
+  flags.positive_number("--lr", o.lr);
+  flags.integer("--seed", o.seed, 0);
+  flags.text("--data-dir", o.data_dir);
+  flags.toggle("--deterministic", o.deterministic);
+  flags.positive_number("--target-accuracy", o.target_accuracy);
+  o.help = !flags.parse(argc, argv);
+  if (o.model != "mlp" && o.model != "cnn") throw UsageError("--model expects mlp or cnn, got '" + o.model + "'");
   if (o.epochs == 0) o.epochs = o.model == "cnn" ? 2 : 3;
   return o;
 }

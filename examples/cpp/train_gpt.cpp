@@ -37,8 +37,6 @@
 
 namespace {
 
-using example_cli::parse_integer;
-using example_cli::parse_positive_number;
 using example_cli::resolve_device;
 using example_cli::UsageError;
 
@@ -103,44 +101,21 @@ void check_model_shape(const Options& o) {
 
 Options parse_options(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(flag + " expects a value");
-      return argv[++i];
-    };
-    if (flag == "--help" || flag == "-h") {
-      o.help = true;
-      return o;
-    } else if (flag == "--device") {
-      o.device = value();
-    } else if (flag == "--layers") {
-      o.layers = parse_integer(flag, value(), 1);
-    } else if (flag == "--heads") {
-      o.heads = parse_integer(flag, value(), 1);
-    } else if (flag == "--embd") {
-      o.embd = parse_integer(flag, value(), 1);
-    } else if (flag == "--context") {
-      o.context = parse_integer(flag, value(), 1);
-    } else if (flag == "--batch-size") {
-      o.batch_size = parse_integer(flag, value(), 1);
-    } else if (flag == "--max-steps") {
-      o.max_steps = parse_integer(flag, value(), 1);
-    } else if (flag == "--lr") {
-      o.lr = parse_positive_number(flag, value());
-    } else if (flag == "--seed") {
-      o.seed = static_cast<uint64_t>(parse_integer(flag, value(), 0));
-    } else if (flag == "--vocab") {
-      o.vocab = parse_integer(flag, value(), rtx::text::BpeTokenizer::kByteTokens + 1);
-    } else if (flag == "--eval-every") {
-      o.eval_every = parse_integer(flag, value(), 1);
-    } else if (flag == "--text") {
-      o.text_file = value();
-    } else {
-      throw UsageError("unknown option '" + flag + "'");
-    }
-  }
-  check_model_shape(o);
+  example_cli::Flags flags;
+  flags.text("--device", o.device);
+  flags.integer("--layers", o.layers, 1);
+  flags.integer("--heads", o.heads, 1);
+  flags.integer("--embd", o.embd, 1);
+  flags.integer("--context", o.context, 1);
+  flags.integer("--batch-size", o.batch_size, 1);
+  flags.integer("--max-steps", o.max_steps, 1);
+  flags.positive_number("--lr", o.lr);
+  flags.integer("--seed", o.seed, 0);
+  flags.integer("--vocab", o.vocab, rtx::text::BpeTokenizer::kByteTokens + 1);
+  flags.integer("--eval-every", o.eval_every, 1);
+  flags.text("--text", o.text_file);
+  o.help = !flags.parse(argc, argv);
+  if (!o.help) check_model_shape(o);
   return o;
 }
 

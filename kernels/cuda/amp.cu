@@ -46,9 +46,6 @@ void update_scale_cuda(const Tensor& scale, const Tensor& growth_tracker, const 
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(amp_cuda) {
-  kernels::non_finite_check_and_unscale_kernel.set(kCUDA, non_finite_check_and_unscale_cuda);
-  kernels::update_scale_kernel.set(kCUDA, update_scale_cuda);
-}
+RTX_REGISTER_KERNELS(amp_cuda) { RTX_AMP_KERNELS(RTX_SET_CUDA_KERNEL) }
 
 }  // namespace rtx::cuda

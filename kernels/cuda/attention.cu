@@ -1251,9 +1251,6 @@ void attention_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& d
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(attention_cuda) {
-  kernels::attention_kernel.set(kCUDA, attention_cuda);
-  kernels::attention_backward_kernel.set(kCUDA, attention_backward_cuda);
-}
+RTX_REGISTER_KERNELS(attention_cuda) { RTX_ATTENTION_KERNELS(RTX_SET_CUDA_KERNEL) }
 
 }  // namespace rtx::cuda

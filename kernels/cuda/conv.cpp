@@ -398,10 +398,6 @@ void conv2d_backward_weight_cuda(const Tensor&, const Tensor&, const Tensor&, co
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(conv_cuda) {
-  kernels::conv2d_kernel.set(kCUDA, conv2d_cuda);
-  kernels::conv2d_backward_input_kernel.set(kCUDA, conv2d_backward_input_cuda);
-  kernels::conv2d_backward_weight_kernel.set(kCUDA, conv2d_backward_weight_cuda);
-}
+RTX_REGISTER_KERNELS(conv_cuda) { RTX_CONV_KERNELS(RTX_SET_CUDA_KERNEL) }
 
 }  // namespace rtx::cuda

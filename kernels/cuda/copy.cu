@@ -81,9 +81,8 @@ Tensor contiguous_cuda(const Tensor& t) {
 }
 
 RTX_REGISTER_KERNELS(copy_cuda) {
-  kernels::copy_kernel.set(kCUDA, copy_cuda);
+  RTX_COPY_KERNELS(RTX_SET_CUDA_KERNEL)
   kernels::transfer_kernel.set(kCUDA, transfer_cuda);
-  kernels::fill_kernel.set(kCUDA, fill_cuda);
 }
 
 }  // namespace rtx::cuda

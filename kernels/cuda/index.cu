@@ -542,12 +542,6 @@ void triangle_cuda(const Tensor& out, const Tensor& x, int64_t diagonal, bool up
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(index_cuda) {
-  kernels::gather_kernel.set(kCUDA, gather_cuda);
-  kernels::index_select_kernel.set(kCUDA, index_select_cuda);
-  kernels::scatter_kernel.set(kCUDA, scatter_cuda);
-  kernels::cat_kernel.set(kCUDA, cat_cuda);
-  kernels::triangle_kernel.set(kCUDA, triangle_cuda);
-}
+RTX_REGISTER_KERNELS(index_cuda) { RTX_INDEX_KERNELS(RTX_SET_CUDA_KERNEL) }
 
 }  // namespace rtx::cuda

@@ -283,6 +283,6 @@ void matmul_cuda(const Tensor& out, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(linalg_cuda) { kernels::matmul_kernel.set(kCUDA, matmul_cuda); }
+RTX_REGISTER_KERNELS(linalg_cuda) { RTX_LINALG_KERNELS(RTX_SET_CUDA_KERNEL) }
 
 }  // namespace rtx::cuda

@@ -439,11 +439,6 @@ void nll_loss_backward_cuda(const Tensor& grad, const Tensor& g, const Tensor& t
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(loss_cuda) {
-  kernels::cross_entropy_kernel.set(kCUDA, cross_entropy_cuda);
-  kernels::cross_entropy_backward_kernel.set(kCUDA, cross_entropy_backward_cuda);
-  kernels::nll_loss_kernel.set(kCUDA, nll_loss_cuda);
-  kernels::nll_loss_backward_kernel.set(kCUDA, nll_loss_backward_cuda);
-}
+RTX_REGISTER_KERNELS(loss_cuda) { RTX_LOSS_KERNELS(RTX_SET_CUDA_KERNEL) }
 
 }  // namespace rtx::cuda

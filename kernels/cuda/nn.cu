@@ -500,13 +500,6 @@ void one_hot_cuda(const Tensor& out, const Tensor& indices) {
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(nn_cuda) {
-  kernels::softmax_kernel.set(kCUDA, softmax_cuda);
-  kernels::softmax_backward_kernel.set(kCUDA, softmax_backward_cuda);
-  kernels::embedding_kernel.set(kCUDA, embedding_cuda);
-  kernels::embedding_backward_kernel.set(kCUDA, embedding_backward_cuda);
-  kernels::index_bounds_kernel.set(kCUDA, index_bounds_cuda);
-  kernels::one_hot_kernel.set(kCUDA, one_hot_cuda);
-}
+RTX_REGISTER_KERNELS(nn_cuda) { RTX_NN_KERNELS(RTX_SET_CUDA_KERNEL) }
 
 }  // namespace rtx::cuda

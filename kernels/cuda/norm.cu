@@ -559,12 +559,6 @@ void batch_norm_backward_cuda(const Tensor& grad_x, const Tensor& grad_weight, c
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(norm_cuda) {
-  kernels::layer_norm_kernel.set(kCUDA, layer_norm_cuda);
-  kernels::layer_norm_backward_kernel.set(kCUDA, layer_norm_backward_cuda);
-  kernels::batch_norm_stats_kernel.set(kCUDA, batch_norm_stats_cuda);
-  kernels::batch_norm_apply_kernel.set(kCUDA, batch_norm_apply_cuda);
-  kernels::batch_norm_backward_kernel.set(kCUDA, batch_norm_backward_cuda);
-}
+RTX_REGISTER_KERNELS(norm_cuda) { RTX_NORM_KERNELS(RTX_SET_CUDA_KERNEL) }
 
 }  // namespace rtx::cuda

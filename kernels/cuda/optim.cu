@@ -88,9 +88,6 @@ void sgd_multi_step_cuda(const kernels::SgdTensors& t, const kernels::SgdStep& s
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(optim_cuda) {
-  kernels::adam_multi_step_kernel.set(kCUDA, adam_multi_step_cuda);
-  kernels::sgd_multi_step_kernel.set(kCUDA, sgd_multi_step_cuda);
-}
+RTX_REGISTER_KERNELS(optim_cuda) { RTX_OPTIM_KERNELS(RTX_SET_CUDA_KERNEL) }
 
 }  // namespace rtx::cuda

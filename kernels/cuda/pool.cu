@@ -396,13 +396,6 @@ void adaptive_avg_pool2d_backward_cuda(const Tensor& grad_x, const Tensor& grad_
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(pool_cuda) {
-  kernels::max_pool2d_kernel.set(kCUDA, max_pool2d_cuda);
-  kernels::max_pool2d_backward_kernel.set(kCUDA, max_pool2d_backward_cuda);
-  kernels::avg_pool2d_kernel.set(kCUDA, avg_pool2d_cuda);
-  kernels::avg_pool2d_backward_kernel.set(kCUDA, avg_pool2d_backward_cuda);
-  kernels::adaptive_avg_pool2d_kernel.set(kCUDA, adaptive_avg_pool2d_cuda);
-  kernels::adaptive_avg_pool2d_backward_kernel.set(kCUDA, adaptive_avg_pool2d_backward_cuda);
-}
+RTX_REGISTER_KERNELS(pool_cuda) { RTX_POOL_KERNELS(RTX_SET_CUDA_KERNEL) }
 
 }  // namespace rtx::cuda

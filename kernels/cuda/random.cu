@@ -274,15 +274,6 @@ void multinomial_cuda(const Tensor& out, const GeneratorState& rng, const Tensor
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(random_cuda) {
-  using namespace kernels;
-  uniform_kernel.set(kCUDA, uniform_cuda);
-  normal_kernel.set(kCUDA, normal_cuda);
-  randint_kernel.set(kCUDA, randint_cuda);
-  bernoulli_kernel.set(kCUDA, bernoulli_cuda);
-  bernoulli_scalar_kernel.set(kCUDA, bernoulli_scalar_cuda);
-  randperm_kernel.set(kCUDA, randperm_cuda);
-  multinomial_kernel.set(kCUDA, multinomial_cuda);
-}
+RTX_REGISTER_KERNELS(random_cuda) { RTX_RANDOM_KERNELS(RTX_SET_CUDA_KERNEL) }
 
 }  // namespace rtx::cuda

@@ -248,21 +248,6 @@ void cumsum_cuda(const Tensor& out, const Tensor& x, int64_t dim) {
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(reduce_cuda) {
-  using namespace kernels;
-  sum_kernel.set(kCUDA, sum_cuda);
-  mean_kernel.set(kCUDA, mean_cuda);
-  prod_kernel.set(kCUDA, prod_cuda);
-  amax_kernel.set(kCUDA, amax_cuda);
-  amin_kernel.set(kCUDA, amin_cuda);
-  any_kernel.set(kCUDA, any_cuda);
-  all_kernel.set(kCUDA, all_cuda);
-  logsumexp_kernel.set(kCUDA, logsumexp_cuda);
-  norm_kernel.set(kCUDA, norm_cuda);
-  var_kernel.set(kCUDA, var_cuda);
-  argmax_kernel.set(kCUDA, argmax_cuda);
-  argmin_kernel.set(kCUDA, argmin_cuda);
-  cumsum_kernel.set(kCUDA, cumsum_cuda);
-}
+RTX_REGISTER_KERNELS(reduce_cuda) { RTX_REDUCE_KERNELS(RTX_SET_CUDA_KERNEL) }
 
 }  // namespace rtx::cuda

@@ -406,9 +406,6 @@ void topk_cuda(const Tensor& values, const Tensor& indices, const Tensor& x, int
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(sort_cuda) {
-  kernels::sort_kernel.set(kCUDA, sort_cuda);
-  kernels::topk_kernel.set(kCUDA, topk_cuda);
-}
+RTX_REGISTER_KERNELS(sort_cuda) { RTX_SORT_KERNELS(RTX_SET_CUDA_KERNEL) }
 
 }  // namespace rtx::cuda

@@ -31,21 +31,29 @@ class KernelTable {
 
 }  // namespace rtx::detail
 
-// A family's header (src/dispatch/<family>.h) names each of its tables once, RTX_KERNEL(name,
-// Signature): a declaration wherever it is included, and the definition in src/dispatch/tables.cpp,
-// which defines RTX_DEFINING_KERNEL_TABLES before it includes every family's header. Exported so
-// that code outside the library (tests, extensions) can ask which devices have a kernel.
+// A family's header (src/dispatch/<family>.h) lists its tables once, as an X-macro of (op, Signature)
+// pairs, and declares them with RTX_FAMILY_KERNEL:
+//   #define RTX_SORT_KERNELS(X) X(sort, SortFn) X(topk, TopkFn)
+//   RTX_SORT_KERNELS(RTX_FAMILY_KERNEL)
+// which declares kernels::sort_kernel and kernels::topk_kernel wherever it is included, and defines them
+// in src/dispatch/tables.cpp, which defines RTX_DEFINING_KERNEL_TABLES before it includes every
+// family's header. Exported so that code outside the library (tests, extensions) can ask which
+// devices have a kernel. RTX_KERNEL declares a single table outside a list.
 #ifdef RTX_DEFINING_KERNEL_TABLES
 #define RTX_KERNEL(name, Signature) RTX_API ::rtx::detail::KernelTable<Signature> name(#name)
 #else
 #define RTX_KERNEL(name, Signature) extern RTX_API ::rtx::detail::KernelTable<Signature> name
 #endif
+#define RTX_FAMILY_KERNEL(op, Signature) RTX_KERNEL(op##_kernel, Signature);
 
-// A backend's file of a family fills the family's tables when the library loads:
-//   RTX_REGISTER_KERNELS(conv_cpu) { kernels::conv2d_kernel.set(kCPU, conv2d_cpu); ... }
+// Each backend file of a family fills all of the family's tables when the library loads, with its
+// functions named <op>_<backend> (a backend that lacks one does not compile):
+//   RTX_REGISTER_KERNELS(sort_cuda) { RTX_SORT_KERNELS(RTX_SET_CUDA_KERNEL) }
 // No list names the block: adding a backend file of a family touches nothing else.
 #define RTX_REGISTER_KERNELS(name)                                                    \
   static void rtx_register_##name##_kernels();                                        \
   [[maybe_unused]] static const bool rtx_##name##_kernels_registered =                 \
       (rtx_register_##name##_kernels(), true);                                        \
   static void rtx_register_##name##_kernels()
+#define RTX_SET_CPU_KERNEL(op, Signature) ::rtx::kernels::op##_kernel.set(::rtx::kCPU, op##_cpu);
+#define RTX_SET_CUDA_KERNEL(op, Signature) ::rtx::kernels::op##_kernel.set(::rtx::kCUDA, op##_cuda);

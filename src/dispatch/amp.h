@@ -15,7 +15,10 @@ using NonFiniteCheckAndUnscaleFn = void(const TensorList& grads, const Tensor& f
 using UpdateScaleFn = void(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
                            double growth_factor, double backoff_factor, int64_t growth_interval);
 
-RTX_KERNEL(non_finite_check_and_unscale_kernel, NonFiniteCheckAndUnscaleFn);
-RTX_KERNEL(update_scale_kernel, UpdateScaleFn);
+// The family's kernels, each with its signature (src/core/dispatch.h says how the list is used).
+#define RTX_AMP_KERNELS(X)                                    \
+  X(non_finite_check_and_unscale, NonFiniteCheckAndUnscaleFn) \
+  X(update_scale, UpdateScaleFn)
+RTX_AMP_KERNELS(RTX_FAMILY_KERNEL)
 
 }  // namespace rtx::kernels

@@ -20,7 +20,10 @@ using AttentionBackwardFn = void(const Tensor& dq, const Tensor& dk, const Tenso
                                  const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                  const Tensor& lse, double scale, bool causal);
 
-RTX_KERNEL(attention_kernel, AttentionFn);
-RTX_KERNEL(attention_backward_kernel, AttentionBackwardFn);
+// The family's kernels, each with its signature (src/core/dispatch.h says how the list is used).
+#define RTX_ATTENTION_KERNELS(X)             \
+  X(attention, AttentionFn)                  \
+  X(attention_backward, AttentionBackwardFn)
+RTX_ATTENTION_KERNELS(RTX_FAMILY_KERNEL)
 
 }  // namespace rtx::kernels

@@ -27,8 +27,11 @@ using Conv2dBackwardInputFn = void(const Tensor& grad_x, const Tensor& grad_out,
 using Conv2dBackwardWeightFn = void(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& x,
                                     const Conv2dParams& p);
 
-RTX_KERNEL(conv2d_kernel, Conv2dFn);
-RTX_KERNEL(conv2d_backward_input_kernel, Conv2dBackwardInputFn);
-RTX_KERNEL(conv2d_backward_weight_kernel, Conv2dBackwardWeightFn);
+// The family's kernels, each with its signature (src/core/dispatch.h says how the list is used).
+#define RTX_CONV_KERNELS(X)                         \
+  X(conv2d, Conv2dFn)                               \
+  X(conv2d_backward_input, Conv2dBackwardInputFn)   \
+  X(conv2d_backward_weight, Conv2dBackwardWeightFn)
+RTX_CONV_KERNELS(RTX_FAMILY_KERNEL)
 
 }  // namespace rtx::kernels

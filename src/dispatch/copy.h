@@ -14,8 +14,11 @@ using CopyFn = void(const Tensor& dst, const Tensor& src);
 using TransferFn = void(const Tensor& dst, const Tensor& src, bool non_blocking);
 using FillFn = void(const Tensor& t, const Scalar& value);
 
-RTX_KERNEL(copy_kernel, CopyFn);
-RTX_KERNEL(transfer_kernel, TransferFn);
-RTX_KERNEL(fill_kernel, FillFn);
+// The family's kernels, each with its signature (src/core/dispatch.h says how the list is used).
+#define RTX_COPY_KERNELS(X) \
+  X(copy, CopyFn)           \
+  X(fill, FillFn)
+RTX_COPY_KERNELS(RTX_FAMILY_KERNEL)
+RTX_KERNEL(transfer_kernel, TransferFn);  // only the GPU backend has one: not in the list
 
 }  // namespace rtx::kernels

@@ -39,10 +39,13 @@ using CatFn = void(const Tensor& out, const TensorList& inputs, int64_t dim);
 // out (new, contiguous) = x with the elements above (upper: below) the diagonal of the last two dims
 // zeroed; same shape.
 using TriangleFn = void(const Tensor& out, const Tensor& x, int64_t diagonal, bool upper);
-RTX_KERNEL(gather_kernel, GatherFn);
-RTX_KERNEL(index_select_kernel, IndexSelectFn);
-RTX_KERNEL(scatter_kernel, ScatterFn);
-RTX_KERNEL(cat_kernel, CatFn);
-RTX_KERNEL(triangle_kernel, TriangleFn);
+// The family's kernels, each with its signature (src/core/dispatch.h says how the list is used).
+#define RTX_INDEX_KERNELS(X)     \
+  X(gather, GatherFn)            \
+  X(index_select, IndexSelectFn) \
+  X(scatter, ScatterFn)          \
+  X(cat, CatFn)                  \
+  X(triangle, TriangleFn)
+RTX_INDEX_KERNELS(RTX_FAMILY_KERNEL)
 
 }  // namespace rtx::kernels

@@ -10,6 +10,9 @@ namespace rtx::kernels {
 // (broadcast batch dims are stride-0 views) and any strides, out is contiguous, both operands have out's
 // dtype; K = 0 gives zeros.
 using MatmulFn = void(const Tensor& out, const Tensor& a, const Tensor& b);
-RTX_KERNEL(matmul_kernel, MatmulFn);
+// The family's kernels, each with its signature (src/core/dispatch.h says how the list is used).
+#define RTX_LINALG_KERNELS(X) \
+  X(matmul, MatmulFn)
+RTX_LINALG_KERNELS(RTX_FAMILY_KERNEL)
 
 }  // namespace rtx::kernels

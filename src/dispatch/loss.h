@@ -26,9 +26,12 @@ using NllLossBackwardFn = void(const Tensor& grad_log_probs, const Tensor& g, co
                                const Tensor& weight, const Tensor& total_weight, int64_t ignore_index,
                                Reduction reduction);
 
-RTX_KERNEL(cross_entropy_kernel, CrossEntropyFn);
-RTX_KERNEL(cross_entropy_backward_kernel, CrossEntropyBackwardFn);
-RTX_KERNEL(nll_loss_kernel, NllLossFn);
-RTX_KERNEL(nll_loss_backward_kernel, NllLossBackwardFn);
+// The family's kernels, each with its signature (src/core/dispatch.h says how the list is used).
+#define RTX_LOSS_KERNELS(X)                         \
+  X(cross_entropy, CrossEntropyFn)                  \
+  X(cross_entropy_backward, CrossEntropyBackwardFn) \
+  X(nll_loss, NllLossFn)                            \
+  X(nll_loss_backward, NllLossBackwardFn)
+RTX_LOSS_KERNELS(RTX_FAMILY_KERNEL)
 
 }  // namespace rtx::kernels

@@ -33,11 +33,14 @@ using IndexBoundsFn = IndexBounds(const Tensor& indices, std::optional<int64_t> 
 // out: [k, classes] int64 = one-hot rows of the k int64 indices (in range).
 using OneHotFn = void(const Tensor& out, const Tensor& indices);
 
-RTX_KERNEL(softmax_kernel, SoftmaxFn);
-RTX_KERNEL(softmax_backward_kernel, SoftmaxBackwardFn);
-RTX_KERNEL(embedding_kernel, EmbeddingFn);
-RTX_KERNEL(embedding_backward_kernel, EmbeddingBackwardFn);
-RTX_KERNEL(index_bounds_kernel, IndexBoundsFn);
-RTX_KERNEL(one_hot_kernel, OneHotFn);
+// The family's kernels, each with its signature (src/core/dispatch.h says how the list is used).
+#define RTX_NN_KERNELS(X)                    \
+  X(softmax, SoftmaxFn)                      \
+  X(softmax_backward, SoftmaxBackwardFn)     \
+  X(embedding, EmbeddingFn)                  \
+  X(embedding_backward, EmbeddingBackwardFn) \
+  X(index_bounds, IndexBoundsFn)             \
+  X(one_hot, OneHotFn)
+RTX_NN_KERNELS(RTX_FAMILY_KERNEL)
 
 }  // namespace rtx::kernels

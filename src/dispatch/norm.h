@@ -26,10 +26,13 @@ using BatchNormBackwardFn = void(const Tensor& grad_x, const Tensor& grad_weight
                                  const Tensor& g, const Tensor& x, const Tensor& mean, const Tensor& invstd,
                                  const Tensor& weight, bool batch_stats);
 
-RTX_KERNEL(layer_norm_kernel, LayerNormFn);
-RTX_KERNEL(layer_norm_backward_kernel, LayerNormBackwardFn);
-RTX_KERNEL(batch_norm_stats_kernel, BatchNormStatsFn);
-RTX_KERNEL(batch_norm_apply_kernel, BatchNormApplyFn);
-RTX_KERNEL(batch_norm_backward_kernel, BatchNormBackwardFn);
+// The family's kernels, each with its signature (src/core/dispatch.h says how the list is used).
+#define RTX_NORM_KERNELS(X)                   \
+  X(layer_norm, LayerNormFn)                  \
+  X(layer_norm_backward, LayerNormBackwardFn) \
+  X(batch_norm_stats, BatchNormStatsFn)       \
+  X(batch_norm_apply, BatchNormApplyFn)       \
+  X(batch_norm_backward, BatchNormBackwardFn)
+RTX_NORM_KERNELS(RTX_FAMILY_KERNEL)
 
 }  // namespace rtx::kernels

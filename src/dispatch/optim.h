@@ -57,7 +57,10 @@ void dispatch_param_and_state_types(DType param_dtype, bool master, const char* 
   });
 }
 
-RTX_KERNEL(adam_multi_step_kernel, AdamMultiStepFn);
-RTX_KERNEL(sgd_multi_step_kernel, SgdMultiStepFn);
+// The family's kernels, each with its signature (src/core/dispatch.h says how the list is used).
+#define RTX_OPTIM_KERNELS(X)          \
+  X(adam_multi_step, AdamMultiStepFn) \
+  X(sgd_multi_step, SgdMultiStepFn)
+RTX_OPTIM_KERNELS(RTX_FAMILY_KERNEL)
 
 }  // namespace rtx::kernels

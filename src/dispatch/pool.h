@@ -30,11 +30,14 @@ using AvgPool2dBackwardFn = void(const Tensor& grad_x, const Tensor& grad_out, c
 using AdaptiveAvgPool2dFn = void(const Tensor& out, const Tensor& x);
 using AdaptiveAvgPool2dBackwardFn = void(const Tensor& grad_x, const Tensor& grad_out);
 
-RTX_KERNEL(max_pool2d_kernel, MaxPool2dFn);
-RTX_KERNEL(max_pool2d_backward_kernel, MaxPool2dBackwardFn);
-RTX_KERNEL(avg_pool2d_kernel, AvgPool2dFn);
-RTX_KERNEL(avg_pool2d_backward_kernel, AvgPool2dBackwardFn);
-RTX_KERNEL(adaptive_avg_pool2d_kernel, AdaptiveAvgPool2dFn);
-RTX_KERNEL(adaptive_avg_pool2d_backward_kernel, AdaptiveAvgPool2dBackwardFn);
+// The family's kernels, each with its signature (src/core/dispatch.h says how the list is used).
+#define RTX_POOL_KERNELS(X)                                    \
+  X(max_pool2d, MaxPool2dFn)                                   \
+  X(max_pool2d_backward, MaxPool2dBackwardFn)                  \
+  X(avg_pool2d, AvgPool2dFn)                                   \
+  X(avg_pool2d_backward, AvgPool2dBackwardFn)                  \
+  X(adaptive_avg_pool2d, AdaptiveAvgPool2dFn)                  \
+  X(adaptive_avg_pool2d_backward, AdaptiveAvgPool2dBackwardFn)
+RTX_POOL_KERNELS(RTX_FAMILY_KERNEL)
 
 }  // namespace rtx::kernels

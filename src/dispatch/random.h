@@ -25,12 +25,15 @@ using RandpermFn = void(const Tensor& out, const GeneratorState& rng);
 // replacement, at least num_samples positive entries per row).
 using MultinomialFn = void(const Tensor& out, const GeneratorState& rng, const Tensor& weights, bool replacement);
 
-RTX_KERNEL(uniform_kernel, UniformFn);
-RTX_KERNEL(normal_kernel, NormalFn);
-RTX_KERNEL(randint_kernel, RandintFn);
-RTX_KERNEL(bernoulli_kernel, BernoulliFn);
-RTX_KERNEL(bernoulli_scalar_kernel, BernoulliScalarFn);
-RTX_KERNEL(randperm_kernel, RandpermFn);
-RTX_KERNEL(multinomial_kernel, MultinomialFn);
+// The family's kernels, each with its signature (src/core/dispatch.h says how the list is used).
+#define RTX_RANDOM_KERNELS(X)            \
+  X(uniform, UniformFn)                  \
+  X(normal, NormalFn)                    \
+  X(randint, RandintFn)                  \
+  X(bernoulli, BernoulliFn)              \
+  X(bernoulli_scalar, BernoulliScalarFn) \
+  X(randperm, RandpermFn)                \
+  X(multinomial, MultinomialFn)
+RTX_RANDOM_KERNELS(RTX_FAMILY_KERNEL)
 
 }  // namespace rtx::kernels

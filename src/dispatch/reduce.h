@@ -23,18 +23,21 @@ using ArgReduceFn = void(const Tensor& values, const Tensor& indices, const Tens
 // out = inclusive prefix sums of a contiguous x along dim (out contiguous, same shape).
 using ScanFn = void(const Tensor& out, const Tensor& x, int64_t dim);
 
-RTX_KERNEL(sum_kernel, ReduceFn);        // bool/int inputs: int64 out
-RTX_KERNEL(mean_kernel, ReduceFn);       // float inputs
-RTX_KERNEL(prod_kernel, ReduceFn);       // bool/int inputs: int64 out
-RTX_KERNEL(amax_kernel, ReduceFn);       // NaN propagates
-RTX_KERNEL(amin_kernel, ReduceFn);       // NaN propagates
-RTX_KERNEL(any_kernel, ReduceFn);        // bool out, any input dtype
-RTX_KERNEL(all_kernel, ReduceFn);        // bool out, any input dtype
-RTX_KERNEL(logsumexp_kernel, ReduceFn);  // float inputs
-RTX_KERNEL(norm_kernel, NormFn);         // float inputs
-RTX_KERNEL(var_kernel, VarFn);           // float inputs
-RTX_KERNEL(argmax_kernel, ArgReduceFn);
-RTX_KERNEL(argmin_kernel, ArgReduceFn);
-RTX_KERNEL(cumsum_kernel, ScanFn);       // bool/int inputs: int64 out
+// The family's kernels, each with its signature (src/core/dispatch.h says how the list is used).
+#define RTX_REDUCE_KERNELS(X)                              \
+  X(sum, ReduceFn)        /* bool/int inputs: int64 out */ \
+  X(mean, ReduceFn)       /* float inputs */               \
+  X(prod, ReduceFn)       /* bool/int inputs: int64 out */ \
+  X(amax, ReduceFn)       /* NaN propagates */             \
+  X(amin, ReduceFn)       /* NaN propagates */             \
+  X(any, ReduceFn)        /* bool out, any input dtype */  \
+  X(all, ReduceFn)        /* bool out, any input dtype */  \
+  X(logsumexp, ReduceFn)  /* float inputs */               \
+  X(norm, NormFn)         /* float inputs */               \
+  X(var, VarFn)           /* float inputs */               \
+  X(argmax, ArgReduceFn)                                   \
+  X(argmin, ArgReduceFn)                                   \
+  X(cumsum, ScanFn)       /* bool/int inputs: int64 out */
+RTX_REDUCE_KERNELS(RTX_FAMILY_KERNEL)
 
 }  // namespace rtx::kernels

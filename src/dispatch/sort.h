@@ -15,7 +15,10 @@ using SortFn = void(const Tensor& values, const Tensor& indices, const Tensor& x
 using TopkFn = void(const Tensor& values, const Tensor& indices, const Tensor& x, int64_t dim, int64_t k, bool largest,
                     bool sorted);
 
-RTX_KERNEL(sort_kernel, SortFn);
-RTX_KERNEL(topk_kernel, TopkFn);
+// The family's kernels, each with its signature (src/core/dispatch.h says how the list is used).
+#define RTX_SORT_KERNELS(X) \
+  X(sort, SortFn)           \
+  X(topk, TopkFn)
+RTX_SORT_KERNELS(RTX_FAMILY_KERNEL)
 
 }  // namespace rtx::kernels

@@ -33,9 +33,6 @@ void update_scale_cpu(const Tensor& scale, const Tensor& growth_tracker, const T
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(amp_cpu) {
-  kernels::non_finite_check_and_unscale_kernel.set(kCPU, non_finite_check_and_unscale_cpu);
-  kernels::update_scale_kernel.set(kCPU, update_scale_cpu);
-}
+RTX_REGISTER_KERNELS(amp_cpu) { RTX_AMP_KERNELS(RTX_SET_CPU_KERNEL) }
 
 }  // namespace rtx::cpu

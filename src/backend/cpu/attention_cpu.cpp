@@ -184,9 +184,6 @@ void attention_backward_cpu(const Tensor& dq, const Tensor& dk, const Tensor& dv
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(attention_cpu) {
-  kernels::attention_kernel.set(kCPU, attention_cpu);
-  kernels::attention_backward_kernel.set(kCPU, attention_backward_cpu);
-}
+RTX_REGISTER_KERNELS(attention_cpu) { RTX_ATTENTION_KERNELS(RTX_SET_CPU_KERNEL) }
 
 }  // namespace rtx::cpu

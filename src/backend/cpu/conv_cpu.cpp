@@ -294,10 +294,6 @@ void conv2d_backward_weight_cpu(const Tensor& grad_w, const Tensor& grad_out, co
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(conv_cpu) {
-  kernels::conv2d_kernel.set(kCPU, conv2d_cpu);
-  kernels::conv2d_backward_input_kernel.set(kCPU, conv2d_backward_input_cpu);
-  kernels::conv2d_backward_weight_kernel.set(kCPU, conv2d_backward_weight_cpu);
-}
+RTX_REGISTER_KERNELS(conv_cpu) { RTX_CONV_KERNELS(RTX_SET_CPU_KERNEL) }
 
 }  // namespace rtx::cpu

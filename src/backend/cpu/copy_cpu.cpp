@@ -31,9 +31,6 @@ void fill_cpu(const Tensor& t, const Scalar& value) {
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(copy_cpu) {
-  kernels::copy_kernel.set(kCPU, copy_cpu);
-  kernels::fill_kernel.set(kCPU, fill_cpu);
-}
+RTX_REGISTER_KERNELS(copy_cpu) { RTX_COPY_KERNELS(RTX_SET_CPU_KERNEL) }
 
 }  // namespace rtx::cpu

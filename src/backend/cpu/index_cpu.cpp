@@ -273,12 +273,6 @@ void triangle_cpu(const Tensor& out, const Tensor& x, int64_t diagonal, bool upp
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(index_cpu) {
-  kernels::gather_kernel.set(kCPU, gather_cpu);
-  kernels::index_select_kernel.set(kCPU, index_select_cpu);
-  kernels::scatter_kernel.set(kCPU, scatter_cpu);
-  kernels::cat_kernel.set(kCPU, cat_cpu);
-  kernels::triangle_kernel.set(kCPU, triangle_cpu);
-}
+RTX_REGISTER_KERNELS(index_cpu) { RTX_INDEX_KERNELS(RTX_SET_CPU_KERNEL) }
 
 }  // namespace rtx::cpu

@@ -166,6 +166,6 @@ void matmul_cpu(const Tensor& out, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(linalg_cpu) { kernels::matmul_kernel.set(kCPU, matmul_cpu); }
+RTX_REGISTER_KERNELS(linalg_cpu) { RTX_LINALG_KERNELS(RTX_SET_CPU_KERNEL) }
 
 }  // namespace rtx::cpu

@@ -220,12 +220,6 @@ void nll_loss_backward_cpu(const Tensor& grad, const Tensor& g, const Tensor& ta
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(loss_cpu) {
-  using namespace kernels;
-  cross_entropy_kernel.set(kCPU, cross_entropy_cpu);
-  cross_entropy_backward_kernel.set(kCPU, cross_entropy_backward_cpu);
-  nll_loss_kernel.set(kCPU, nll_loss_cpu);
-  nll_loss_backward_kernel.set(kCPU, nll_loss_backward_cpu);
-}
+RTX_REGISTER_KERNELS(loss_cpu) { RTX_LOSS_KERNELS(RTX_SET_CPU_KERNEL) }
 
 }  // namespace rtx::cpu

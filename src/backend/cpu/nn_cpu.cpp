@@ -200,14 +200,6 @@ void one_hot_cpu(const Tensor& out, const Tensor& indices) {
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(nn_cpu) {
-  using namespace kernels;
-  softmax_kernel.set(kCPU, softmax_cpu);
-  softmax_backward_kernel.set(kCPU, softmax_backward_cpu);
-  embedding_kernel.set(kCPU, embedding_cpu);
-  embedding_backward_kernel.set(kCPU, embedding_backward_cpu);
-  index_bounds_kernel.set(kCPU, index_bounds_cpu);
-  one_hot_kernel.set(kCPU, one_hot_cpu);
-}
+RTX_REGISTER_KERNELS(nn_cpu) { RTX_NN_KERNELS(RTX_SET_CPU_KERNEL) }
 
 }  // namespace rtx::cpu

@@ -262,13 +262,6 @@ void batch_norm_backward_cpu(const Tensor& grad_x, const Tensor& grad_weight, co
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(norm_cpu) {
-  using namespace kernels;
-  layer_norm_kernel.set(kCPU, layer_norm_cpu);
-  layer_norm_backward_kernel.set(kCPU, layer_norm_backward_cpu);
-  batch_norm_stats_kernel.set(kCPU, batch_norm_stats_cpu);
-  batch_norm_apply_kernel.set(kCPU, batch_norm_apply_cpu);
-  batch_norm_backward_kernel.set(kCPU, batch_norm_backward_cpu);
-}
+RTX_REGISTER_KERNELS(norm_cpu) { RTX_NORM_KERNELS(RTX_SET_CPU_KERNEL) }
 
 }  // namespace rtx::cpu

@@ -62,9 +62,6 @@ void sgd_multi_step_cpu(const kernels::SgdTensors& t, const kernels::SgdStep& st
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(optim_cpu) {
-  kernels::adam_multi_step_kernel.set(kCPU, adam_multi_step_cpu);
-  kernels::sgd_multi_step_kernel.set(kCPU, sgd_multi_step_cpu);
-}
+RTX_REGISTER_KERNELS(optim_cpu) { RTX_OPTIM_KERNELS(RTX_SET_CPU_KERNEL) }
 
 }  // namespace rtx::cpu

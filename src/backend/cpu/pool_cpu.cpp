@@ -313,13 +313,6 @@ void adaptive_avg_pool2d_backward_cpu(const Tensor& grad_x, const Tensor& grad_o
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(pool_cpu) {
-  kernels::max_pool2d_kernel.set(kCPU, max_pool2d_cpu);
-  kernels::max_pool2d_backward_kernel.set(kCPU, max_pool2d_backward_cpu);
-  kernels::avg_pool2d_kernel.set(kCPU, avg_pool2d_cpu);
-  kernels::avg_pool2d_backward_kernel.set(kCPU, avg_pool2d_backward_cpu);
-  kernels::adaptive_avg_pool2d_kernel.set(kCPU, adaptive_avg_pool2d_cpu);
-  kernels::adaptive_avg_pool2d_backward_kernel.set(kCPU, adaptive_avg_pool2d_backward_cpu);
-}
+RTX_REGISTER_KERNELS(pool_cpu) { RTX_POOL_KERNELS(RTX_SET_CPU_KERNEL) }
 
 }  // namespace rtx::cpu

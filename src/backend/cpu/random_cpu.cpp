@@ -244,15 +244,6 @@ void multinomial_cpu(const Tensor& out, const GeneratorState& rng, const Tensor&
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(random_cpu) {
-  using namespace kernels;
-  uniform_kernel.set(kCPU, uniform_cpu);
-  normal_kernel.set(kCPU, normal_cpu);
-  randint_kernel.set(kCPU, randint_cpu);
-  bernoulli_kernel.set(kCPU, bernoulli_cpu);
-  bernoulli_scalar_kernel.set(kCPU, bernoulli_scalar_cpu);
-  randperm_kernel.set(kCPU, randperm_cpu);
-  multinomial_kernel.set(kCPU, multinomial_cpu);
-}
+RTX_REGISTER_KERNELS(random_cpu) { RTX_RANDOM_KERNELS(RTX_SET_CPU_KERNEL) }
 
 }  // namespace rtx::cpu

@@ -395,21 +395,6 @@ void cumsum_cpu(const Tensor& out, const Tensor& x, int64_t dim) {
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(reduce_cpu) {
-  using namespace kernels;
-  sum_kernel.set(kCPU, sum_cpu);
-  mean_kernel.set(kCPU, mean_cpu);
-  prod_kernel.set(kCPU, prod_cpu);
-  amax_kernel.set(kCPU, amax_cpu);
-  amin_kernel.set(kCPU, amin_cpu);
-  any_kernel.set(kCPU, any_cpu);
-  all_kernel.set(kCPU, all_cpu);
-  logsumexp_kernel.set(kCPU, logsumexp_cpu);
-  norm_kernel.set(kCPU, norm_cpu);
-  var_kernel.set(kCPU, var_cpu);
-  argmax_kernel.set(kCPU, argmax_cpu);
-  argmin_kernel.set(kCPU, argmin_cpu);
-  cumsum_kernel.set(kCPU, cumsum_cpu);
-}
+RTX_REGISTER_KERNELS(reduce_cpu) { RTX_REDUCE_KERNELS(RTX_SET_CPU_KERNEL) }
 
 }  // namespace rtx::cpu

@@ -115,9 +115,6 @@ void topk_cpu(const Tensor& values, const Tensor& indices, const Tensor& x, int6
 
 }  // namespace
 
-RTX_REGISTER_KERNELS(sort_cpu) {
-  kernels::sort_kernel.set(kCPU, sort_cpu);
-  kernels::topk_kernel.set(kCPU, topk_cpu);
-}
+RTX_REGISTER_KERNELS(sort_cpu) { RTX_SORT_KERNELS(RTX_SET_CPU_KERNEL) }
 
 }  // namespace rtx::cpu
