@@ -25,6 +25,8 @@
 #define cudaMemGetInfo hipMemGetInfo
 #define cudaHostAlloc hipHostMalloc
 #define cudaHostAllocDefault hipHostMallocDefault
+#define cudaHostAllocMapped hipHostMallocMapped
+#define cudaHostGetDevicePointer hipHostGetDevicePointer
 #define cudaFreeHost hipHostFree
 #define cudaMemcpyAsync hipMemcpyAsync
 #define cudaMemcpyPeerAsync hipMemcpyPeerAsync

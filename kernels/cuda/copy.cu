@@ -1,7 +1,9 @@
 // CUDA copy/cast, transfer and fill kernels. A move with a CPU end is one cudaMemcpyAsync on the
-// current stream, waited for unless it is non-blocking with a pinned host end; moves between GPUs
-// are peer copies ordered with both devices' streams.
+// current stream, waited for (and the device's index faults reported, src/backend/cuda/device_faults.h)
+// unless it is non-blocking with a pinned host end; moves between GPUs are peer copies ordered with
+// both devices' streams.
 #include "kernels/cuda/copy.h"
+#include "backend/cuda/device_faults.h"
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
 #include "kernels/common/pointwise_functors.h"
@@ -27,12 +29,17 @@ void transfer_cuda(const Tensor& dst, const Tensor& src, bool non_blocking) {
   RTX_CHECK(same_layout_dense(dst, src), Error, "[to] moves between devices take contiguous operands of one dtype");
   const size_t bytes = dst.nbytes();
   if (dst.is_cpu() || src.is_cpu()) {
-    detail::KernelScope scope(dst.is_cuda() ? dst.device() : src.device());
+    const Device gpu = dst.is_cuda() ? dst.device() : src.device();
+    detail::KernelScope scope(gpu);
     const Tensor& host = dst.is_cpu() ? dst : src;
     RTX_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), bytes,
                                    dst.is_cuda() ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, scope.stream()));
-    if (non_blocking && host.is_pinned()) detail::record_pinned_use(host.data_ptr(), scope.stream());
-    else RTX_CUDA_CHECK(cudaStreamSynchronize(scope.stream()));
+    if (non_blocking && host.is_pinned()) {
+      detail::record_pinned_use(host.data_ptr(), scope.stream());
+    } else {
+      RTX_CUDA_CHECK(cudaStreamSynchronize(scope.stream()));
+      detail::report_device_fault(gpu.index);
+    }
     return;
   }
   // Between GPUs: the copy runs on dst's current stream after src's pending work, and src's stream

@@ -1,8 +1,8 @@
 // CUDA kernels of the indexing and joining families: gather, index_select, scatter (assign and add),
 // cat and tril/triu. Copies move raw element-sized units (one instantiation per size, not per dtype);
-// sums dispatch on the dtype. An index outside its dim is skipped and its row-major position in the
-// index lowers a device word with atomicMin (an integer minimum: the same whatever the timing); the
-// host reads it back once the launches are queued and fetches the value at that position.
+// sums dispatch on the dtype. An index outside its dim is skipped (a gathered element is zero) and
+// its row-major position in the index goes to the op's fault word, from which the device's fault
+// record takes the first one without the host waiting (src/backend/cuda/device_faults.cuh).
 // Scatters are deterministic without atomics, each output element being written by one thread that
 // applies its updates in index order: with few updates per row one thread walks each row along dim;
 // otherwise the updates are stably radix-sorted by destination and the thread at the end (assign) or
@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cuda/device_faults.cuh"
 #include "core/dtype_dispatch.h"
 #include "kernels/cuda/sort.cuh"
 #include "dispatch/index.h"
@@ -22,6 +23,9 @@
 namespace rtx::cuda {
 namespace {
 
+using detail::IndexFaults;
+using detail::report_fault;
+using kernels::IndexCheck;
 using kernels::IndexFault;
 
 // ---- units and faults -------------------------------------------------------------------------------
@@ -49,54 +53,11 @@ size_t unit_for(const std::vector<uint64_t>& quantities) {
   return static_cast<size_t>(g);
 }
 
-constexpr unsigned long long kNoFault = ~0ull;
-
-// Lowers the fault word to position.
-__device__ __forceinline__ void report_fault(unsigned long long* fault, int64_t position) {
-  const auto p = static_cast<unsigned long long>(position);
-  if (p < *reinterpret_cast<volatile unsigned long long*>(fault)) atomicMin(fault, p);
-}
-
 // Reads an index value of type I.
 template <typename I>
 __device__ __forceinline__ int64_t load_index(const char* p) {
   return static_cast<int64_t>(*reinterpret_cast<const I*>(p));
 }
-
-// The first out-of-range index that the kernels of one op met, by its row-major position in the index.
-class FaultWord {
- public:
-  FaultWord(Device device, cudaStream_t stream) : word_(rtx::detail::make_tensor({1}, kInt64, device)), stream_(stream) {
-    RTX_CUDA_CHECK(cudaMemsetAsync(word_.data_ptr(), 0xff, sizeof(unsigned long long), stream_));
-  }
-  unsigned long long* get() const { return static_cast<unsigned long long*>(word_.data_ptr()); }
-
-  // Waits for the queued kernels and returns the fault, with the value index holds at its position.
-  IndexFault read(const Tensor& index) const {
-    unsigned long long position = kNoFault;
-    RTX_CUDA_CHECK(cudaMemcpyAsync(&position, get(), sizeof(position), cudaMemcpyDeviceToHost, stream_));
-    RTX_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    if (position == kNoFault) return {};
-    int64_t rem = static_cast<int64_t>(position), offset = 0;
-    for (int64_t d = index.dim() - 1; d >= 0; --d) {
-      offset += rem % index.size(d) * index.stride(d);
-      rem /= index.size(d);
-    }
-    const char* at = static_cast<const char*>(index.data_ptr()) + offset * static_cast<int64_t>(index.element_size());
-    IndexFault fault{true, 0};
-    RTX_DISPATCH_INDEX(index.dtype(), "index", [&] {
-      scalar_t value{};
-      RTX_CUDA_CHECK(cudaMemcpyAsync(&value, at, sizeof(value), cudaMemcpyDeviceToHost, stream_));
-      RTX_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      fault.value = static_cast<int64_t>(value);
-    });
-    return fault;
-  }
-
- private:
-  Tensor word_;
-  cudaStream_t stream_;
-};
 
 // Whether every byte offset of t fits 32-bit math.
 bool small_extent(const Tensor& t) {
@@ -125,16 +86,17 @@ __global__ void gather_kernel(index_t n, char* out, const char* x, const char* i
   const int64_t v = load_index<I>(index + off[2]);
   if (v < 0 || v >= size) {
     report_fault(fault, static_cast<int64_t>(i));
+    *reinterpret_cast<U*>(out + off[0]) = U{};
     return;
   }
   *reinterpret_cast<U*>(out + off[0]) = *reinterpret_cast<const U*>(x + off[1] + v * x_dim_stride);
 }
 
-IndexFault gather_cuda(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
+IndexFault gather_cuda(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index, const IndexCheck& check) {
   const int64_t n = index.numel();
   if (n == 0) return {};
   detail::KernelScope scope(out.device());
-  const FaultWord fault(out.device(), scope.stream());
+  const IndexFaults fault(out.device(), scope.stream());
   const Tensor xv = without_dim(x, index.sizes(), dim);
   const rtx::detail::Geometry<3> g = rtx::detail::collapse<3>({&out, &xv, &index});
   RTX_CHECK(g.sizes.size() <= static_cast<size_t>(kMaxDims), Error,
@@ -148,15 +110,16 @@ IndexFault gather_cuda(const Tensor& out, const Tensor& x, int64_t dim, const Te
     RTX_DISPATCH_INDEX(index.dtype(), "gather", [&] {
       if (fits_32bit<3>(g, n)) {
         gather_kernel<U, scalar_t, uint32_t><<<grid_for(n), kBlockSize, 0, scope.stream()>>>(
-            static_cast<uint32_t>(n), op, xp, ip, make_offset_calculator<3, uint32_t>(g), x.size(dim), xds, fault.get());
+            static_cast<uint32_t>(n), op, xp, ip, make_offset_calculator<3, uint32_t>(g), x.size(dim), xds,
+            fault.word());
       } else {
         gather_kernel<U, scalar_t, int64_t><<<grid_for(n), kBlockSize, 0, scope.stream()>>>(
-            n, op, xp, ip, make_offset_calculator<3, int64_t>(g), x.size(dim), xds, fault.get());
+            n, op, xp, ip, make_offset_calculator<3, int64_t>(g), x.size(dim), xds, fault.word());
       }
       RTX_CUDA_CHECK_LAUNCH();
     });
   });
-  return fault.read(index);
+  return fault.finish(index, check);
 }
 
 // ---- index_select -------------------------------------------------------------------------------------
@@ -174,17 +137,19 @@ __global__ void index_select_kernel(int64_t total, U* out, const U* x, const cha
   const int64_t v = load_index<I>(index + j * index_stride);
   if (v < 0 || v >= size) {
     report_fault(fault, j);
+    out[t] = U{};
     return;
   }
   out[t] = x[(o * size + v) * inner + i];
 }
 
-IndexFault index_select_cuda(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
+IndexFault index_select_cuda(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index,
+                             const IndexCheck& check) {
   if (!x.is_contiguous()) {
     // index broadcast to out's shape turns the selection into a gather.
     Shape strides(out.dim(), 0);
     strides[dim] = index.stride(0);
-    return gather_cuda(out, x, dim, rtx::detail::make_view(index, out.sizes(), strides, index.storage_offset()));
+    return gather_cuda(out, x, dim, rtx::detail::make_view(index, out.sizes(), strides, index.storage_offset()), check);
   }
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
@@ -196,7 +161,7 @@ IndexFault index_select_cuda(const Tensor& out, const Tensor& x, int64_t dim, co
   const int64_t total = outer * n * inner_units;
   if (total == 0) return {};
   detail::KernelScope scope(out.device());
-  const FaultWord fault(out.device(), scope.stream());
+  const IndexFaults fault(out.device(), scope.stream());
   const int64_t is = index.stride(0) * static_cast<int64_t>(index.element_size());
   with_unit<true>(unit, [&](auto u) {
     using U = decltype(u);
@@ -204,11 +169,11 @@ IndexFault index_select_cuda(const Tensor& out, const Tensor& x, int64_t dim, co
       index_select_kernel<U, scalar_t><<<grid_for(total), kBlockSize, 0, scope.stream()>>>(
           total, static_cast<U*>(out.data_ptr()), static_cast<const U*>(x.data_ptr()),
           static_cast<const char*>(index.data_ptr()), is, n, size, inner_units, Divider(inner_units, total - 1),
-          Divider(n, total / inner_units - 1), fault.get());
+          Divider(n, total / inner_units - 1), fault.word());
       RTX_CUDA_CHECK_LAUNCH();
     });
   });
-  return fault.read(index);
+  return fault.finish(index, check);
 }
 
 // ---- scatter --------------------------------------------------------------------------------------
@@ -383,11 +348,11 @@ void scatter_with(const ScatterArgs& a, const Tensor& out, const Tensor& src, co
 }
 
 IndexFault scatter_cuda(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
-                        kernels::ScatterMode mode, const Scalar& alpha) {
+                        kernels::ScatterMode mode, const Scalar& alpha, const IndexCheck& check) {
   const int64_t n = index.size(dim);
   if (index.numel() == 0) return {};
   detail::KernelScope scope(out.device());
-  const FaultWord fault(out.device(), scope.stream());
+  const IndexFaults fault(out.device(), scope.stream());
   int64_t inner = 1;
   for (int64_t d = dim + 1; d < index.dim(); ++d) inner *= index.size(d);
   const ScatterArgs a{static_cast<char*>(out.data_ptr()),
@@ -400,7 +365,7 @@ IndexFault scatter_cuda(const Tensor& out, int64_t dim, const Tensor& index, con
                       out.stride(dim) * static_cast<int64_t>(out.element_size()),
                       src.stride(dim) * static_cast<int64_t>(src.element_size()),
                       index.stride(dim) * static_cast<int64_t>(index.element_size()),
-                      fault.get()};
+                      fault.word()};
   if (mode == kernels::ScatterMode::Assign) {
     with_unit(out.element_size(), [&](auto unit) {
       scatter_with(a, out, src, index, dim, AssignOp<decltype(unit)>{}, scope.stream());
@@ -411,7 +376,7 @@ IndexFault scatter_cuda(const Tensor& out, int64_t dim, const Tensor& index, con
       scatter_with(a, out, src, index, dim, op, scope.stream());
     });
   }
-  return fault.read(index);
+  return fault.finish(index, check);
 }
 
 // ---- cat ------------------------------------------------------------------------------------------

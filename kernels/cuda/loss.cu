@@ -25,6 +25,12 @@ __device__ __forceinline__ opmath_t<T> class_weight(const T* w, int64_t c) {
   return w != nullptr ? static_cast<opmath_t<T>>(w[c]) : opmath_t<T>(1);
 }
 
+// Whether a sample's target counts as ignored: ignore_index, or a value outside [0, classes), which
+// the front-end's index check reports at the next synchronization (src/dispatch/loss.h).
+__device__ __forceinline__ bool ignored_target(int64_t t, int64_t ignore_index, int64_t classes) {
+  return t == ignore_index || t < 0 || t >= classes;
+}
+
 // ---- cross_entropy forward ----------------------------------------------------------------------
 
 // The loss of one sample (x: its class-0 logit, classes `stride` apart) from the softmax statistics
@@ -38,7 +44,7 @@ __device__ __forceinline__ void finish_cross_entropy(double* sample_loss, opmath
   const double log_sum = st.log_sum();
   lse[sample] = static_cast<acc_t>(st.max + log_sum);
   const int64_t t = target[sample];
-  if (t == ignore_index) {
+  if (ignored_target(t, ignore_index, classes)) {
     sample_loss[sample] = 0.0;
     return;
   }
@@ -119,9 +125,10 @@ struct StoredLoss {
   const int64_t* target;
   const T* w;
   int64_t ignore_index;
+  int64_t classes;
   __device__ LossSums operator()(int64_t i) const {
     const int64_t t = target[i];
-    if (t == ignore_index) return {0.0, 0.0};
+    if (ignored_target(t, ignore_index, classes)) return {0.0, 0.0};
     return {sample_loss[i], static_cast<double>(class_weight(w, t))};
   }
 };
@@ -137,7 +144,7 @@ struct NllLoss {
   Divider<index_t> by_inner;
   __device__ LossSums operator()(int64_t i) const {
     const int64_t t = target[i];
-    if (t == ignore_index) return {0.0, 0.0};
+    if (ignored_target(t, ignore_index, classes)) return {0.0, 0.0};
     const double wt = class_weight(w, t);
     const index_t q = by_inner.div(static_cast<index_t>(i));
     const int64_t inner = by_inner.divisor();
@@ -227,7 +234,7 @@ void cross_entropy_cuda(const Tensor& out, const Tensor& lse, const Tensor& tota
       stats(sample_loss, lse.data_ptr<opmath_t<T>>(), logits.data_ptr<T>(), t, w, n, classes, inner, ignore_index,
             smoothing, scope.stream());
     }
-    reduce_class_loss<T>(out, total_weight, samples, reduction, StoredLoss<T>{sample_loss, t, w, ignore_index},
+    reduce_class_loss<T>(out, total_weight, samples, reduction, StoredLoss<T>{sample_loss, t, w, ignore_index, classes},
                          scope.stream());
   });
 }
@@ -263,10 +270,10 @@ struct SampleGrad {
 template <typename T>
 __device__ __forceinline__ SampleGrad<T> sample_grad(int64_t i, const T* g, const int64_t* target, const T* w,
                                                      const opmath_t<T>* total_weight, int64_t ignore_index,
-                                                     Reduction reduction) {
+                                                     int64_t classes, Reduction reduction) {
   using acc_t = opmath_t<T>;
   const int64_t t = target[i];
-  const bool ignored = t == ignore_index;
+  const bool ignored = ignored_target(t, ignore_index, classes);
   acc_t scale;
   if (reduction == Reduction::None)
     scale = static_cast<acc_t>(g[i]);
@@ -319,7 +326,9 @@ __global__ void cross_entropy_backward_vector_kernel(T* gx, const T* g, const T*
   acc_t xv[kVec], wv[kVec], o[kVec];
   load_piece(x, first, first + kVec, true, acc_t(0), xv);
   if constexpr (kClassWeights) load_piece(w, c0, c0 + kVec, true, acc_t(1), wv);
-  const SampleGrad<T> s = sample_grad(static_cast<int64_t>(row), g, target, w, total_weight, ignore_index, reduction);
+  const int64_t classes = static_cast<int64_t>(pieces_per_row.divisor()) * kVec;  // rows are whole samples
+  const SampleGrad<T> s =
+      sample_grad(static_cast<int64_t>(row), g, target, w, total_weight, ignore_index, classes, reduction);
   const acc_t l = lse[row], wsum = sm.wsum();
 #pragma unroll
   for (int e = 0; e < kVec; ++e)
@@ -339,7 +348,9 @@ __global__ void cross_entropy_backward_flat_kernel(T* gx, const T* g, const T* x
     const index_t q = by_inner.div(e), b = by_classes.div(q);  // q = b * classes + c
     const index_t c = q - b * by_classes.divisor();
     const int64_t sample = static_cast<int64_t>(b) * by_inner.divisor() + (e - q * by_inner.divisor());
-    const SampleGrad<T> s = sample_grad(sample, g, target, w, total_weight, ignore_index, reduction);
+    const SampleGrad<T> s =
+        sample_grad(sample, g, target, w, total_weight, ignore_index, static_cast<int64_t>(by_classes.divisor()),
+                    reduction);
     gx[e] = static_cast<T>(cross_entropy_grad<T>(s, sm, wsum, lse[sample], c == s.target,
                                                  static_cast<opmath_t<T>>(x[e]), class_weight(w, c)));
   }
@@ -408,7 +419,8 @@ __global__ void nll_loss_backward_scatter_kernel(T* gx, const T* g, const int64_
                                                  const opmath_t<T>* total_weight, index_t samples, int64_t classes,
                                                  Divider<index_t> by_inner, int64_t ignore_index, Reduction reduction) {
   for (index_t i = blockIdx.x * blockDim.x + threadIdx.x; i < samples; i += gridDim.x * blockDim.x) {
-    const SampleGrad<T> s = sample_grad(static_cast<int64_t>(i), g, target, w, total_weight, ignore_index, reduction);
+    const SampleGrad<T> s =
+        sample_grad(static_cast<int64_t>(i), g, target, w, total_weight, ignore_index, classes, reduction);
     if (s.target < 0) continue;
     const index_t q = by_inner.div(i);
     const int64_t inner = by_inner.divisor();

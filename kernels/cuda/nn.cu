@@ -1,5 +1,7 @@
 // CUDA kernels of softmax and log_softmax (forward and backward), embedding (forward and a
-// deterministic backward), index bounds and one-hot. Semantics follow src/backend/cpu/nn_cpu.cpp.
+// deterministic backward), the index check and one-hot. Semantics follow src/backend/cpu/nn_cpu.cpp.
+// The index check reports into the device's fault record without waiting
+// (src/backend/cuda/device_faults.cuh), so the kernels that read the indices after it skip bad ones.
 //
 // Softmax over contiguous rows (inner == 1) keeps each row in registers when it fits (one read, one
 // write, 128-bit pieces) and otherwise streams it twice, gathering the online max and sum of
@@ -7,9 +9,8 @@
 // along inner. The embedding backward sorts (index, position) keys and sums each weight row's
 // gradient rows in position order: no atomics, the same result on every run.
 #include <algorithm>
-#include <limits>
-#include <vector>
 
+#include "backend/cuda/device_faults.cuh"
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
 #include "kernels/cuda/rows.cuh"
@@ -231,13 +232,20 @@ int lanes_for(int64_t units) {
   return static_cast<int>(std::min<int64_t>(pow2_ceil(std::max<int64_t>(units, 1)), 256));
 }
 
-// out row r = weight row idx[r], moved in units of U (whose size divides the row's bytes).
+// out row r = weight row idx[r] (zero for an index outside [0, num)), moved in units of U (whose
+// size divides the row's bytes).
 template <typename U, typename I>
-__global__ void embedding_rows_kernel(U* out, const U* weight, const I* idx, int64_t k, int64_t units, int lanes) {
+__global__ void embedding_rows_kernel(U* out, const U* weight, const I* idx, int64_t k, int64_t num, int64_t units,
+                                      int lanes) {
   for_each_row(k, lanes, [&](int64_t row, int lane) {
     if (row < 0) return;
-    const U* src = weight + static_cast<int64_t>(idx[row]) * units;
+    const int64_t v = static_cast<int64_t>(idx[row]);
     U* dst = out + row * units;
+    if (v < 0 || v >= num) {
+      for (int64_t j = lane; j < units; j += lanes) dst[j] = U{};
+      return;
+    }
+    const U* src = weight + v * units;
     for (int64_t j = lane; j < units; j += lanes) dst[j] = src[j];
   });
 }
@@ -270,19 +278,22 @@ void embedding_cuda(const Tensor& out, const Tensor& weight, const Tensor& indic
       const RowLaunch l(k, lanes_for(units));
       embedding_rows_kernel<U, I><<<l.grid, l.block, 0, scope.stream()>>>(static_cast<U*>(out.data_ptr()),
                                                                           static_cast<const U*>(weight.data_ptr()),
-                                                                          indices.data_ptr<I>(), k, units, l.lanes);
+                                                                          indices.data_ptr<I>(), k, weight.size(0),
+                                                                          units, l.lanes);
       RTX_CUDA_CHECK_LAUNCH();
     });
   });
 }
 
 // Sort keys: index << shift | position, so that sorted keys group the positions of each index in
-// increasing order; padding keys (all ones) sort last.
+// increasing order; padding keys and those of indices outside [0, num) (all ones) sort last.
 template <typename I>
-__global__ void embedding_keys_kernel(uint64_t* keys, const I* idx, int64_t k, int64_t padded, int shift) {
+__global__ void embedding_keys_kernel(uint64_t* keys, const I* idx, int64_t k, int64_t num, int64_t padded, int shift) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < padded;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    keys[i] = i < k ? (static_cast<uint64_t>(idx[i]) << shift) | static_cast<uint64_t>(i) : ~uint64_t{0};
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t v = i < k ? static_cast<int64_t>(idx[i]) : -1;
+    keys[i] = v >= 0 && v < num ? (static_cast<uint64_t>(v) << shift) | static_cast<uint64_t>(i) : ~uint64_t{0};
+  }
 }
 
 // Bitonic sort of 64-bit keys (a power-of-two count, a multiple of kSortTile): tiles of kSortTile
@@ -415,7 +426,7 @@ void embedding_backward_cuda(const Tensor& grad_weight, const Tensor& g, const T
   uint64_t* keys = static_cast<uint64_t*>(keys_t.data_ptr());
   RTX_DISPATCH_INDEX(indices.dtype(), "embedding_backward", [&] {
     embedding_keys_kernel<scalar_t><<<grid_stride_blocks(padded, kBlockSize), kBlockSize, 0, scope.stream()>>>(
-        keys, indices.data_ptr<scalar_t>(), k, padded, shift);
+        keys, indices.data_ptr<scalar_t>(), k, num, padded, shift);
     RTX_CUDA_CHECK_LAUNCH();
   });
   sort_keys(keys, padded, scope.stream());
@@ -428,59 +439,28 @@ void embedding_backward_cuda(const Tensor& grad_weight, const Tensor& g, const T
   });
 }
 
-// ---- index bounds, one-hot ----------------------------------------------------------------------
-
-// Smallest and largest value; empty when lo > hi.
-struct Bounds {
-  int64_t lo, hi;
-};
-struct BoundsOp {
-  __device__ __forceinline__ Bounds operator()(const Bounds& a, const Bounds& b) const {
-    return {a.lo < b.lo ? a.lo : b.lo, a.hi > b.hi ? a.hi : b.hi};
-  }
-};
-constexpr int kBoundsBlocks = 256;
+// ---- index check, one-hot ----------------------------------------------------------------------
 
 template <typename I>
-__global__ void index_bounds_partial_kernel(Bounds* partial, const I* idx, int64_t k, bool has_skip, int64_t skip) {
-  __shared__ Bounds scratch[kMaxBlockWarps];
-  Bounds b{std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()};
+__global__ void index_check_kernel(const I* idx, int64_t k, detail::DeviceCheck check, unsigned long long* fault) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < k;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t v = idx[i];
-    if (has_skip && v == skip) continue;
-    b = BoundsOp{}(b, Bounds{v, v});
-  }
-  b = block_reduce(b, 1, scratch, BoundsOp{});
-  if (threadIdx.x == 0) partial[blockIdx.x] = b;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    if (check.bad(static_cast<int64_t>(idx[i]))) detail::report_fault(fault, i);
 }
 
-kernels::IndexBounds index_bounds_cuda(const Tensor& indices, std::optional<int64_t> skip) {
+kernels::IndexFault index_check_cuda(const Tensor& indices, const kernels::IndexCheck& check) {
   const int64_t k = indices.numel();
-  if (k == 0) return {};
   detail::KernelScope scope(indices.device());
-  const unsigned blocks = std::min<unsigned>(kBoundsBlocks, grid_stride_blocks(k, kBlockSize));
-  const Tensor partial_t = rtx::detail::make_tensor({2 * static_cast<int64_t>(blocks)}, kInt64, indices.device());
-  Bounds* partial = static_cast<Bounds*>(partial_t.data_ptr());
-  RTX_DISPATCH_INDEX(indices.dtype(), "index_bounds", [&] {
-    index_bounds_partial_kernel<scalar_t><<<blocks, kBlockSize, 0, scope.stream()>>>(
-        partial, indices.data_ptr<scalar_t>(), k, skip.has_value(), skip.value_or(0));
+  const detail::IndexFaults fault(indices.device(), scope.stream());
+  RTX_DISPATCH_INDEX(indices.dtype(), "index_check", [&] {
+    index_check_kernel<scalar_t><<<grid_stride_blocks(k, kBlockSize), kBlockSize, 0, scope.stream()>>>(
+        indices.data_ptr<scalar_t>(), k, detail::device_check(check), fault.word());
     RTX_CUDA_CHECK_LAUNCH();
   });
-  std::vector<Bounds> host(blocks);
-  RTX_CUDA_CHECK(
-      cudaMemcpyAsync(host.data(), partial, blocks * sizeof(Bounds), cudaMemcpyDeviceToHost, scope.stream()));
-  RTX_CUDA_CHECK(cudaStreamSynchronize(scope.stream()));
-  kernels::IndexBounds r;
-  for (const Bounds& b : host) {
-    if (b.lo > b.hi) continue;
-    r.min = r.found ? std::min(r.min, b.lo) : b.lo;
-    r.max = r.found ? std::max(r.max, b.hi) : b.hi;
-    r.found = true;
-  }
-  return r;
+  return fault.finish(indices, check);
 }
 
+// Row r: 1 at column idx[r], zeros elsewhere (all zeros for an index outside [0, classes)).
 __global__ void one_hot_rows_kernel(int64_t* out, const int64_t* idx, int64_t k, int64_t classes, int lanes) {
   for_each_row(k, lanes, [&](int64_t row, int lane) {
     if (row < 0) return;

@@ -8,8 +8,9 @@
 
 namespace rtx::kernels {
 
-// Class-index losses. logits / log_probs: [n, classes, inner]; target: [n, inner] int64 (in range or
-// ignore_index); weight: [classes] or undefined. out: [n, inner] for Reduction::None, else 0-d.
+// Class-index losses. logits / log_probs: [n, classes, inner]; target: [n, inner] int64, checked by
+// nn's index_check before (in range or ignore_index; on CUDA, whose check reports later, a target out
+// of range counts as ignored); weight: [classes] or undefined. out: [n, inner] for Reduction::None, else 0-d.
 // total_weight (0-d): the sum of the weights of the non-ignored targets, the divisor of the mean.
 // lse: [n, inner], the log-sum-exp of each logits row (undefined contents for ignored targets).
 using CrossEntropyFn = void(const Tensor& out, const Tensor& lse, const Tensor& total_weight, const Tensor& logits,

@@ -2,12 +2,19 @@
 // nonzero and masked_select, which are built on them (a cumulative sum ranks the true elements, a
 // scatter lists their positions; counting them reads one number back from the device). Index
 // tensors are int64 or int32 and are never wrapped: a value outside [0, size) raises IndexError naming
-// the value, the dim and its size. Like PyTorch, a 0-d tensor counts as a 1-element 1-d one where an
-// op needs a dim. Gradients are written with these same ops (gather <-> scatter_add, index_select <->
-// index_add), so that they are differentiable again.
+// the value, the dim and its size (on CUDA at the next synchronization, src/dispatch/index.h). Like
+// PyTorch, a 0-d tensor counts as a 1-element 1-d one where an op needs a dim. Gradients are written
+// with these same ops (gather <-> scatter_add, index_select <-> index_add), so that they are
+// differentiable again. Also here: the messages of every op's index faults (index_fault_message) and
+// the RTX_SYNC_CHECKS switch.
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 #include "autograd/function.h"
 #include "dispatch/index.h"
 #include "ops/internal.h"
+#include "ops/nn_internal.h"
 
 namespace rtx {
 
@@ -15,6 +22,7 @@ namespace {
 
 using detail::check_defined;
 using detail::shape_str;
+using kernels::IndexOp;
 using kernels::ScatterMode;
 
 void check_index(const char* op, const Tensor& x, const Tensor& index) {
@@ -27,10 +35,8 @@ void check_index(const char* op, const Tensor& x, const Tensor& index) {
 // A 0-d tensor as a 1-element 1-d view (kernels always see the dim they work along); others as they are.
 Tensor at_least_1d(const Tensor& t) { return t.dim() == 0 ? detail::make_view(t, {1}, {1}, t.storage_offset()) : t; }
 
-void raise_fault(const kernels::IndexFault& fault, const char* op, int64_t dim, int64_t size) {
-  RTX_CHECK(!fault.found, IndexError, "[{}] index {} is out of bounds for dim {} with size {}", op, fault.value, dim,
-            size);
-}
+// The check of an index kernel of op along dim of size.
+kernels::IndexCheck check_of(kernels::IndexOp op, int64_t dim, int64_t size) { return {op, size, dim, std::nullopt}; }
 
 // index (at least 1-d) must have target's number of dims and fit inside it in every dim (but dim,
 // when skip_dim).
@@ -61,19 +67,21 @@ Tensor pad_to(Tensor t, const Shape& shape) {
 }
 
 // A copy of x with src (index's shape, already viewed so) scattered into it along dim.
-Tensor scatter_into_copy(const char* op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+Tensor scatter_into_copy(IndexOp op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                          ScatterMode mode, const Scalar& alpha = 1) {
   Tensor out = detail::make_tensor(x.sizes(), x.dtype(), x.device());
   detail::copy_raw(out, x);
   const Tensor out1 = at_least_1d(out);
   if (index.numel() > 0)
-    raise_fault(kernels::scatter_kernel.get(x.device())(out1, dim, index, src, mode, alpha), op, dim, out1.size(dim));
+    detail::raise_index_fault(
+        kernels::scatter_kernel.get(x.device())(out1, dim, index, src, mode, alpha, check_of(op, dim, out1.size(dim))));
   return out;
 }
 
 // Validates a tensor scatter (scatter, scatter_add) and returns its result, not recorded.
-Tensor scatter_tensor(const char* op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+Tensor scatter_tensor(IndexOp tag, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                       ScatterMode mode) {
+  const char* op = kernels::index_op_name(tag);
   check_defined(x, op);
   check_defined(src, op, "src");
   check_index(op, x, index);
@@ -85,7 +93,7 @@ Tensor scatter_tensor(const char* op, const Tensor& x, int64_t dim, const Tensor
   check_fits(op, i1, x1, "the input", d, true);
   check_fits(op, i1, s1, "src", d, false);
   const Tensor src_view = detail::make_view(s1, i1.sizes(), s1.strides(), s1.storage_offset());
-  return scatter_into_copy(op, x, d, i1, src_view, mode);
+  return scatter_into_copy(tag, x, d, i1, src_view, mode);
 }
 
 Tensor triangle(const char* op, const Tensor& x, int64_t diagonal, bool upper) {
@@ -160,8 +168,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor out = detail::make_tensor(shape, x.dtype(), x.device());
   if (out.numel() > 0) {
     const Tensor x1 = at_least_1d(x);
-    raise_fault(kernels::index_select_kernel.get(x.device())(at_least_1d(out), x1, d, at_least_1d(index)),
-                "index_select", d, x1.size(d));
+    detail::raise_index_fault(kernels::index_select_kernel.get(x.device())(
+        at_least_1d(out), x1, d, at_least_1d(index), check_of(IndexOp::IndexSelect, d, x1.size(d))));
   }
   if (auto node = autograd::make_node("index_select", x)) {
     node->save(index);
@@ -182,7 +190,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   check_fits("gather", i1, x1, "the input", d, true);
   Tensor out = detail::make_tensor(index.sizes(), x.dtype(), x.device());
   if (out.numel() > 0)
-    raise_fault(kernels::gather_kernel.get(x.device())(at_least_1d(out), x1, d, i1), "gather", d, x1.size(d));
+    detail::raise_index_fault(
+        kernels::gather_kernel.get(x.device())(at_least_1d(out), x1, d, i1, check_of(IndexOp::Gather, d, x1.size(d))));
   if (auto node = autograd::make_node("gather", x)) {
     node->save(index);
     const Shape in_shape = x.sizes();
@@ -195,7 +204,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  Tensor out = scatter_tensor("scatter", x, dim, index, src, ScatterMode::Assign);
+  Tensor out = scatter_tensor(IndexOp::Scatter, x, dim, index, src, ScatterMode::Assign);
   if (auto node = autograd::make_node("scatter", x, src)) {
     const int64_t d = detail::wrap_dim(dim, x.dim(), "scatter");
     node->save(index);
@@ -217,7 +226,7 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& 
   check_fits("scatter", i1, x1, "the input", d, true);
   const Tensor v = detail::wrap_scalar(value, x.dtype(), x.device());
   const Tensor src_view = detail::make_view(v, i1.sizes(), Shape(i1.dim(), 0), v.storage_offset());
-  Tensor out = scatter_into_copy("scatter", x, d, i1, src_view, ScatterMode::Assign);
+  Tensor out = scatter_into_copy(IndexOp::Scatter, x, d, i1, src_view, ScatterMode::Assign);
   if (auto node = autograd::make_node("scatter", x)) {
     node->save(index);
     node->set_backward([d](const TensorList& g, const TensorList& s) { return TensorList{scatter(g[0], d, s[0], 0)}; });
@@ -227,7 +236,7 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& 
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  Tensor out = scatter_tensor("scatter_add", x, dim, index, src, ScatterMode::Add);
+  Tensor out = scatter_tensor(IndexOp::ScatterAdd, x, dim, index, src, ScatterMode::Add);
   if (auto node = autograd::make_node("scatter_add", x, src)) {
     const int64_t d = detail::wrap_dim(dim, x.dim(), "scatter_add");
     node->save(index);
@@ -261,7 +270,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   Shape index_strides(s1.dim(), 0);
   index_strides[d] = i1.stride(0);
   const Tensor index_view = detail::make_view(i1, s1.sizes(), index_strides, i1.storage_offset());
-  Tensor out = scatter_into_copy("index_add", x, d, index_view, s1, ScatterMode::Add, alpha);
+  Tensor out = scatter_into_copy(IndexOp::IndexAdd, x, d, index_view, s1, ScatterMode::Add, alpha);
   if (auto node = autograd::make_node("index_add", x, source)) {
     node->save(index);
     node->set_backward([d, alpha](const TensorList& g, const TensorList& s) {
@@ -272,6 +281,46 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
     autograd::set_history(out, node);
   }
   return out;
+}
+
+// ---- index faults -------------------------------------------------------------------------------
+
+std::string kernels::index_fault_message(const IndexFault& fault) {
+  const IndexCheck& c = fault.check;
+  switch (c.op) {
+    case IndexOp::Gather:
+    case IndexOp::IndexSelect:
+    case IndexOp::Scatter:
+    case IndexOp::ScatterAdd:
+    case IndexOp::IndexAdd:
+      break;
+    case IndexOp::Embedding:
+      return detail::embedding_fault_message(fault);
+    case IndexOp::OneHot:
+      return detail::one_hot_fault_message(fault);
+    case IndexOp::CrossEntropy:
+    case IndexOp::NllLoss:
+      return detail::class_target_fault_message(fault);
+  }
+  return fmt::format("[{}] index {} is out of bounds for dim {} with size {}", index_op_name(c.op), fault.value, c.dim,
+                     c.bound);
+}
+
+namespace {
+std::atomic<bool>& sync_checks_flag() {
+  static std::atomic<bool> flag{[] {
+    const char* text = std::getenv("RTX_SYNC_CHECKS");
+    return text != nullptr && std::strcmp(text, "1") == 0;
+  }()};
+  return flag;
+}
+}  // namespace
+
+bool kernels::sync_checks() { return sync_checks_flag().load(std::memory_order_relaxed); }
+void kernels::set_sync_checks(bool on) { sync_checks_flag().store(on, std::memory_order_relaxed); }
+
+void detail::raise_index_fault(const kernels::IndexFault& fault) {
+  if (fault.found) throw IndexError(kernels::index_fault_message(fault));
 }
 
 Tensor tril(const Tensor& x, int64_t diagonal) { return triangle("tril", x, diagonal, false); }

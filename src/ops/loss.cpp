@@ -52,8 +52,9 @@ Tensor contiguous_as(const Tensor& t, const Shape& shape) {
   return detail::make_view(c, shape, detail::contiguous_strides(shape), c.storage_offset());
 }
 
-ClassLoss check_class_loss(const char* op, const char* input_name, const Tensor& input, const Tensor& target,
+ClassLoss check_class_loss(kernels::IndexOp tag, const char* input_name, const Tensor& input, const Tensor& target,
                            const Tensor& weight, int64_t ignore_index) {
+  const char* op = kernels::index_op_name(tag);
   check_defined(input, op, input_name);
   check_defined(target, op, "target");
   check_float(input, op, input_name);
@@ -85,12 +86,7 @@ ClassLoss check_class_loss(const char* op, const char* input_name, const Tensor&
               "[{}] weight must have one entry per class (shape [{}]), got shape {}", op, c.classes,
               shape_str(weight.sizes()));
   }
-  if (auto b = detail::index_bounds(target, ignore_index)) {
-    const int64_t bad = b->first < 0 ? b->first : b->second;
-    RTX_CHECK(b->first >= 0 && b->second < c.classes, IndexError,
-              "[{}] target {} is out of bounds for {} classes (valid: 0..{}, or ignore_index {})", op, bad, c.classes,
-              c.classes - 1, ignore_index);
-  }
+  detail::check_indices(target, {tag, c.classes, 0, ignore_index});
   return c;
 }
 
@@ -139,13 +135,19 @@ ClassLossOutputs alloc_class_loss(const ClassLoss& c, const Tensor& input, const
 
 }  // namespace
 
+std::string detail::class_target_fault_message(const kernels::IndexFault& fault) {
+  const kernels::IndexCheck& c = fault.check;
+  return fmt::format("[{}] target {} is out of bounds for {} classes (valid: 0..{}, or ignore_index {})",
+                     kernels::index_op_name(c.op), fault.value, c.bound, c.bound - 1, c.skip.value_or(0));
+}
+
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight, int64_t ignore_index,
                      Reduction reduction, double label_smoothing) {
   RTX_AUTOCAST(fp32, cross_entropy, logits, target, weight, ignore_index, reduction, label_smoothing);
   const char* op = "cross_entropy";
   RTX_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
             "[cross_entropy] label_smoothing must be in [0, 1], got {}", label_smoothing);
-  const ClassLoss c = check_class_loss(op, "logits", logits, target, weight, ignore_index);
+  const ClassLoss c = check_class_loss(kernels::IndexOp::CrossEntropy, "logits", logits, target, weight, ignore_index);
   const DType dtype = logits.dtype();
   const Tensor x = contiguous_as(logits, c.input3());
   const Tensor t = contiguous_as(target, c.target2());
@@ -184,7 +186,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& wei
                 Reduction reduction) {
   RTX_AUTOCAST(fp32, nll_loss, log_probs, target, weight, ignore_index, reduction);
   const char* op = "nll_loss";
-  const ClassLoss c = check_class_loss(op, "log_probs", log_probs, target, weight, ignore_index);
+  const ClassLoss c = check_class_loss(kernels::IndexOp::NllLoss, "log_probs", log_probs, target, weight, ignore_index);
   const DType dtype = log_probs.dtype();
   const Tensor t = contiguous_as(target, c.target2());
   const Tensor w = weight.defined() ? contiguous_raw(detail::cast(weight, dtype)) : Tensor();

@@ -2,6 +2,7 @@
 // and first-order backward passes run fused kernels; for second order, softmax, log_softmax and
 // embedding record their backward as internal ops whose own backward is written with public ops.
 #include <algorithm>
+#include <limits>
 
 #include "autograd/function.h"
 #include "ops/internal.h"
@@ -26,10 +27,21 @@ bool needs_differentiable_backward(const TensorList& ts) {
   return std::any_of(ts.begin(), ts.end(), [](const Tensor& t) { return autograd::requires_grad(t); });
 }
 
-std::optional<std::pair<int64_t, int64_t>> index_bounds(const Tensor& indices, std::optional<int64_t> skip) {
-  const kernels::IndexBounds b = kernels::index_bounds_kernel.get(indices.device())(contiguous_raw(indices), skip);
-  if (!b.found) return std::nullopt;
-  return std::make_pair(b.min, b.max);
+void check_indices(const Tensor& indices, const kernels::IndexCheck& check) {
+  if (indices.numel() == 0) return;
+  raise_index_fault(kernels::index_check_kernel.get(indices.device())(contiguous_raw(indices), check));
+}
+
+std::string embedding_fault_message(const kernels::IndexFault& fault) {
+  const int64_t num = fault.check.bound;
+  return fmt::format("[embedding] index {} is out of range for {} embeddings (valid indices: 0..{})", fault.value, num,
+                     num - 1);
+}
+
+std::string one_hot_fault_message(const kernels::IndexFault& fault) {
+  if (fault.value < 0)
+    return fmt::format("[one_hot] class value {} is negative; class values must be >= 0", fault.value);
+  return fmt::format("[one_hot] class value {} is out of range for num_classes = {}", fault.value, fault.check.bound);
 }
 
 }  // namespace detail
@@ -177,11 +189,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
     if (*padding_idx < 0) *padding_idx += num;
   }
   const Tensor idx = contiguous_raw(indices);
-  if (auto b = detail::index_bounds(idx)) {
-    const int64_t bad = b->first < 0 ? b->first : b->second;
-    RTX_CHECK(b->first >= 0 && b->second < num, IndexError,
-              "[embedding] index {} is out of range for {} embeddings (valid indices: 0..{})", bad, num, num - 1);
-  }
+  detail::check_indices(idx, {kernels::IndexOp::Embedding, num, 0, std::nullopt});
   Shape out_shape = indices.sizes();
   out_shape.push_back(weight.size(1));
   Tensor out = detail::make_tensor(out_shape, weight.dtype(), weight.device());
@@ -223,19 +231,16 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   RTX_CHECK(num_classes >= -1, ValueError, "[one_hot] num_classes must be -1 (inferred) or nonnegative, got {}",
             num_classes);
   const Tensor idx = contiguous_raw(indices);
-  const auto bounds = detail::index_bounds(idx);
   if (num_classes == -1) {
-    RTX_CHECK(bounds.has_value(), ValueError,
+    RTX_CHECK(idx.numel() > 0, ValueError,
               "[one_hot] cannot infer num_classes from an empty tensor of shape {}; pass num_classes",
               shape_str(indices.sizes()));
-    num_classes = bounds->second + 1;
+    // The output's size depends on the largest value: it is read back (a synchronization on a GPU,
+    // as in PyTorch). A largest value below zero leaves no class, and the check reports it.
+    const int64_t top = amax(idx).item<int64_t>();
+    num_classes = top < 0 ? 0 : top + (top < std::numeric_limits<int64_t>::max() ? 1 : 0);
   }
-  if (bounds) {
-    RTX_CHECK(bounds->first >= 0, IndexError, "[one_hot] class value {} is negative; class values must be >= 0",
-              bounds->first);
-    RTX_CHECK(bounds->second < num_classes, IndexError, "[one_hot] class value {} is out of range for num_classes = {}",
-              bounds->second, num_classes);
-  }
+  detail::check_indices(idx, {kernels::IndexOp::OneHot, num_classes, 0, std::nullopt});
   Shape out_shape = indices.sizes();
   out_shape.push_back(num_classes);
   Tensor out = detail::make_tensor(out_shape, kInt64, indices.device());

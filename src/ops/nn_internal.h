@@ -5,8 +5,9 @@
 
 #include <cstdint>
 #include <optional>
-#include <utility>
+#include <string>
 
+#include "dispatch/index.h"
 #include "rtx/ops.h"
 
 namespace rtx::detail {
@@ -18,9 +19,16 @@ void check_float(const Tensor& t, const char* op, const char* arg = "input");
 // Whether a backward formula must be built from public ops so that it can be differentiated again:
 // grad mode is on (create_graph) and one of ts requires grad.
 bool needs_differentiable_backward(const TensorList& ts);
-// Smallest and largest index of an int32/int64 tensor, skipping skip; nullopt when none is left.
-std::optional<std::pair<int64_t, int64_t>> index_bounds(const Tensor& indices,
-                                                        std::optional<int64_t> skip = std::nullopt);
+// Throws the IndexError of fault when it is found (src/ops/index.cpp).
+void raise_index_fault(const kernels::IndexFault& fault);
+// Checks the values of an int32/int64 index tensor with nn's index_check kernel: an IndexError at
+// once on the CPU, at the next synchronization on CUDA (src/dispatch/index.h).
+void check_indices(const Tensor& indices, const kernels::IndexCheck& check);
+// The messages of the index faults of embedding and one_hot (src/ops/nn.cpp) and of the class-index
+// losses (src/ops/loss.cpp), which kernels::index_fault_message routes to.
+std::string embedding_fault_message(const kernels::IndexFault& fault);
+std::string one_hot_fault_message(const kernels::IndexFault& fault);
+std::string class_target_fault_message(const kernels::IndexFault& fault);
 
 // Gradient of softmax's input from the output gradient g and the output: out * (g - sum(g * out, dim)).
 Tensor softmax_backward(const Tensor& g, const Tensor& out, int64_t dim);

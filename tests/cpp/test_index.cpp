@@ -169,12 +169,12 @@ TEST_P(IndexTest, GatherZeroSizeAndZeroDim) {
 
 TEST_P(IndexTest, GatherErrors) {
   Tensor x = quarter_tensor({3, 5}, 9, dev(), kFloat32);
-  EXPECT_TRUE(throws<IndexError>([&] { gather(x, 1, index_tensor({0, 7, 1}, {1, 3}, dev())); },
+  EXPECT_TRUE(throws<IndexError>([&] { gather(x, 1, index_tensor({0, 7, 1}, {1, 3}, dev())).cpu(); },
                                  "[gather] index 7 is out of bounds for dim 1 with size 5"));
-  EXPECT_TRUE(throws<IndexError>([&] { gather(x, 1, index_tensor({0, 1, -1}, {1, 3}, dev(), kInt32)); },
+  EXPECT_TRUE(throws<IndexError>([&] { gather(x, 1, index_tensor({0, 1, -1}, {1, 3}, dev(), kInt32)).cpu(); },
                                  "[gather] index -1 is out of bounds for dim 1 with size 5"));
   // The first bad index in row-major order is the one reported.
-  EXPECT_TRUE(throws<IndexError>([&] { gather(x, 0, index_tensor({0, 1, 9, 3, -4, 8}, {2, 3}, dev())); },
+  EXPECT_TRUE(throws<IndexError>([&] { gather(x, 0, index_tensor({0, 1, 9, 3, -4, 8}, {2, 3}, dev())).cpu(); },
                                  "[gather] index 9 is out of bounds for dim 0 with size 3"));
   EXPECT_TRUE(throws<DTypeError>([&] { gather(x, 1, make({0, 1}, {1, 2}, dev())); },
                                  "[gather] index must be an int64 (or int32) tensor, got float64"));
@@ -238,11 +238,11 @@ TEST_P(IndexTest, IndexSelectLarge) {
 
 TEST_P(IndexTest, IndexSelectErrors) {
   Tensor x = quarter_tensor({3, 4}, 16, dev(), kFloat32);
-  EXPECT_TRUE(throws<IndexError>([&] { index_select(x, 1, index_tensor({1, 4}, {2}, dev())); },
+  EXPECT_TRUE(throws<IndexError>([&] { index_select(x, 1, index_tensor({1, 4}, {2}, dev())).cpu(); },
                                  "[index_select] index 4 is out of bounds for dim 1 with size 4"));
-  EXPECT_TRUE(throws<IndexError>([&] { index_select(x, 0, index_tensor({-1}, {1}, dev())); },
+  EXPECT_TRUE(throws<IndexError>([&] { index_select(x, 0, index_tensor({-1}, {1}, dev())).cpu(); },
                                  "[index_select] index -1 is out of bounds for dim 0 with size 3"));
-  EXPECT_TRUE(throws<IndexError>([&] { index_select(x.t(), 0, index_tensor({0, 5}, {2}, dev())); },
+  EXPECT_TRUE(throws<IndexError>([&] { index_select(x.t(), 0, index_tensor({0, 5}, {2}, dev())).cpu(); },
                                  "[index_select] index 5 is out of bounds for dim 0 with size 4"));
   EXPECT_TRUE(throws<ShapeError>([&] { index_select(x, 0, index_tensor({0, 1}, {1, 2}, dev())); },
                                  "[index_select] index must be 0-d or 1-d, got shape [1, 2]"));
@@ -302,9 +302,9 @@ TEST_P(IndexTest, ScatterLastWriterInIndexOrder) {
 TEST_P(IndexTest, ScatterErrors) {
   Tensor x = quarter_tensor({3, 5}, 24, dev(), kFloat32);
   Tensor src = quarter_tensor({3, 5}, 25, dev(), kFloat32);
-  EXPECT_TRUE(throws<IndexError>([&] { scatter(x, 1, index_tensor({0, 5}, {1, 2}, dev()), src); },
+  EXPECT_TRUE(throws<IndexError>([&] { scatter(x, 1, index_tensor({0, 5}, {1, 2}, dev()), src).cpu(); },
                                  "[scatter] index 5 is out of bounds for dim 1 with size 5"));
-  EXPECT_TRUE(throws<IndexError>([&] { scatter(x, 0, index_tensor({-2}, {1, 1}, dev()), Scalar(1.0)); },
+  EXPECT_TRUE(throws<IndexError>([&] { scatter(x, 0, index_tensor({-2}, {1, 1}, dev()), Scalar(1.0)).cpu(); },
                                  "[scatter] index -2 is out of bounds for dim 0 with size 3"));
   EXPECT_TRUE(throws<DTypeError>([&] { scatter(x, 1, index_tensor({0}, {1, 1}, dev()), src.to(kFloat64)); },
                                  "[scatter] src has dtype float64 but the input has float32"));
@@ -385,11 +385,11 @@ TEST_P(IndexTest, IndexAddMatchesReference) {
 
 TEST_P(IndexTest, ScatterAddAndIndexAddErrors) {
   Tensor x = quarter_tensor({3, 4}, 35, dev(), kFloat32);
-  EXPECT_TRUE(throws<IndexError>([&] { scatter_add(x, 0, index_tensor({3}, {1, 1}, dev()), x); },
+  EXPECT_TRUE(throws<IndexError>([&] { scatter_add(x, 0, index_tensor({3}, {1, 1}, dev()), x).cpu(); },
                                  "[scatter_add] index 3 is out of bounds for dim 0 with size 3"));
-  EXPECT_TRUE(throws<IndexError>([&] { index_add(x, 1, index_tensor({0, -5}, {2}, dev()), x.slice(1, 0, 2)); },
+  EXPECT_TRUE(throws<IndexError>([&] { index_add(x, 1, index_tensor({0, -5}, {2}, dev()), x.slice(1, 0, 2)).cpu(); },
                                  "[index_add] index -5 is out of bounds for dim 1 with size 4"));
-  EXPECT_TRUE(throws<IndexError>([&] { index_add(x, 0, index_tensor({0, 1, 2, 3}, {4}, dev()), ones({4, 4}, TensorOptions(kFloat32, dev()))); },
+  EXPECT_TRUE(throws<IndexError>([&] { index_add(x, 0, index_tensor({0, 1, 2, 3}, {4}, dev()), ones({4, 4}, TensorOptions(kFloat32, dev()))).cpu(); },
                                  "[index_add] index 3 is out of bounds for dim 0 with size 3"));
   EXPECT_TRUE(throws<ShapeError>([&] { index_add(x, 0, index_tensor({0, 1}, {2}, dev()), ones({3, 4}, TensorOptions(kFloat32, dev()))); },
                                  "[index_add] source of shape [3, 4] must have the input's shape [3, 4] with the index's length 2 at dim 0"));
@@ -591,8 +591,8 @@ TEST_P(IndexTest, ScatterPathsMatchCpuBitwise) {
   }
 }
 
-// Two bad indices on every path: the one first in the index's row-major order is reported, whichever
-// a device meets first, and the device stays usable.
+// Two bad indices on every path: the one first in the index's row-major order is reported (on CUDA at
+// the next synchronization, here .cpu()), whichever a device meets first, and the device stays usable.
 TEST_P(IndexTest, FirstBadIndexInRowMajorOrderOnEveryPath) {
   // An index of shape with values in [0, hi) but the given (flat position, value) pairs.
   auto with_bad = [&](const Shape& shape, int64_t hi, const std::vector<std::pair<int64_t, int64_t>>& bad) {
@@ -602,30 +602,30 @@ TEST_P(IndexTest, FirstBadIndexInRowMajorOrderOnEveryPath) {
     return index_tensor(v, shape, dev());
   };
   const Tensor x = quarter_tensor({100, 300}, 51, dev(), kFloat32);
-  EXPECT_TRUE(throws<IndexError>([&] { gather(x, 1, with_bad({100, 300}, 300, {{50 * 300 + 10, 999}, {3 * 300 + 299, -7}})); },
+  EXPECT_TRUE(throws<IndexError>([&] { gather(x, 1, with_bad({100, 300}, 300, {{50 * 300 + 10, 999}, {3 * 300 + 299, -7}})).cpu(); },
                                  "[gather] index -7 is out of bounds for dim 1 with size 300"));
   const Tensor rows = quarter_tensor({300, 8}, 52, dev(), kFloat32);
   const Tensor picks = with_bad({2000}, 300, {{1500, 300}, {1700, -1}});
-  EXPECT_TRUE(throws<IndexError>([&] { index_select(rows, 0, picks); },
+  EXPECT_TRUE(throws<IndexError>([&] { index_select(rows, 0, picks).cpu(); },
                                  "[index_select] index 300 is out of bounds for dim 0 with size 300"));
-  EXPECT_TRUE(throws<IndexError>([&] { index_select(rows.t().contiguous().t(), 0, picks); },
+  EXPECT_TRUE(throws<IndexError>([&] { index_select(rows.t().contiguous().t(), 0, picks).cpu(); },
                                  "[index_select] index 300 is out of bounds for dim 0 with size 300"));
   const Tensor narrow_x = quarter_tensor({40000, 5}, 53, dev(), kFloat32);
   const Tensor walked = with_bad({40000, 3}, 5, {{39000 * 3 + 1, 5}, {20000 * 3 + 2, -2}});
-  EXPECT_TRUE(throws<IndexError>([&] { scatter(narrow_x, 1, walked, narrow_x); },
+  EXPECT_TRUE(throws<IndexError>([&] { scatter(narrow_x, 1, walked, narrow_x).cpu(); },
                                  "[scatter] index -2 is out of bounds for dim 1 with size 5"));
   const Tensor few = quarter_tensor({7, 300}, 54, dev(), kFloat32), src = quarter_tensor({500, 300}, 55, dev(), kFloat32);
   const Tensor sorted = with_bad({500, 300}, 7, {{499 * 300, 70}, {250 * 300 + 7, -3}});
-  EXPECT_TRUE(throws<IndexError>([&] { scatter(few, 0, sorted, src); },
+  EXPECT_TRUE(throws<IndexError>([&] { scatter(few, 0, sorted, src).cpu(); },
                                  "[scatter] index -3 is out of bounds for dim 0 with size 7"));
-  EXPECT_TRUE(throws<IndexError>([&] { scatter_add(few, 0, sorted, src); },
+  EXPECT_TRUE(throws<IndexError>([&] { scatter_add(few, 0, sorted, src).cpu(); },
                                  "[scatter_add] index -3 is out of bounds for dim 0 with size 7"));
   const Tensor shared = with_bad({1000}, 50, {{600, 77}, {900, -1}});
   EXPECT_TRUE(throws<IndexError>(
-      [&] { index_add(quarter_tensor({50, 64}, 56, dev(), kFloat32), 0, shared, quarter_tensor({1000, 64}, 57, dev(), kFloat32)); },
+      [&] { index_add(quarter_tensor({50, 64}, 56, dev(), kFloat32), 0, shared, quarter_tensor({1000, 64}, 57, dev(), kFloat32)).cpu(); },
       "[index_add] index 77 is out of bounds for dim 0 with size 50"));
   EXPECT_TRUE(throws<IndexError>(
-      [&] { index_add(quarter_tensor({64, 50}, 58, dev(), kFloat32), 1, shared, quarter_tensor({64, 1000}, 59, dev(), kFloat32)); },
+      [&] { index_add(quarter_tensor({64, 50}, 58, dev(), kFloat32), 1, shared, quarter_tensor({64, 1000}, 59, dev(), kFloat32)).cpu(); },
       "[index_add] index 77 is out of bounds for dim 1 with size 50"));
   const Tensor valid = random_index({100, 300}, 300, dev(), 60);
   EXPECT_TRUE(all_close(gather(x, 1, valid), expected(ref_gather(x, 1, valid), {100, 300})));

@@ -110,9 +110,11 @@ bool index_rows(const Tensor& dst, const Tensor& src, const Tensor& index, int64
   return bad.load();
 }
 
-// The first index (row-major) outside [0, size): the slow path taken only after a kernel skipped one.
-IndexFault first_fault(const Tensor& index, int64_t size) {
+// The first index (row-major) outside [0, check.bound): the slow path taken only after a kernel
+// skipped one.
+IndexFault first_fault(const Tensor& index, const kernels::IndexCheck& check) {
   IndexFault fault;
+  const int64_t size = check.bound;
   const int64_t last = index.dim() - 1;
   RTX_DISPATCH_INDEX(index.dtype(), "index", [&] {
     const auto* ip = static_cast<const scalar_t*>(index.data_ptr());
@@ -122,7 +124,7 @@ IndexFault first_fault(const Tensor& index, int64_t size) {
       for (int64_t j = 0; j < n; ++j) {
         const int64_t v = static_cast<int64_t>(ip[w.offsets()[0] + j * is]);
         if (v < 0 || v >= size) {
-          fault = {true, v};
+          fault = {true, check, v};
           break;
         }
       }
@@ -131,13 +133,14 @@ IndexFault first_fault(const Tensor& index, int64_t size) {
   return fault;
 }
 
-IndexFault gather_cpu(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
+IndexFault gather_cpu(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index,
+                      const kernels::IndexCheck& check) {
   bool bad = false;
   with_unit(out.element_size(), [&](auto unit) {
     using T = decltype(unit);
     RTX_DISPATCH_INDEX(index.dtype(), "gather", [&] { bad = index_rows<false, T, scalar_t>(out, x, index, dim, Assign{}); });
   });
-  return bad ? first_fault(index, x.size(dim)) : IndexFault{};
+  return bad ? first_fault(index, check) : IndexFault{};
 }
 
 // Contiguous x: out's rows of `inner` elements are copied whole from the selected rows of x.
@@ -168,23 +171,24 @@ bool index_select_rows(const Tensor& out, const Tensor& x, int64_t dim, const Te
   return bad.load();
 }
 
-IndexFault index_select_cpu(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
+IndexFault index_select_cpu(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index,
+                            const kernels::IndexCheck& check) {
   if (!x.is_contiguous()) {
     // index broadcast to out's shape turns the selection into a gather.
     Shape strides(out.dim(), 0);
     strides[dim] = index.stride(0);
-    return gather_cpu(out, x, dim, detail::make_view(index, out.sizes(), strides, index.storage_offset()));
+    return gather_cpu(out, x, dim, detail::make_view(index, out.sizes(), strides, index.storage_offset()), check);
   }
   bool bad = false;
   with_unit(out.element_size(), [&](auto unit) {
     using T = decltype(unit);
     RTX_DISPATCH_INDEX(index.dtype(), "index_select", [&] { bad = index_select_rows<T, scalar_t>(out, x, dim, index); });
   });
-  return bad ? first_fault(index, x.size(dim)) : IndexFault{};
+  return bad ? first_fault(index, check) : IndexFault{};
 }
 
 IndexFault scatter_cpu(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, kernels::ScatterMode mode,
-                       const Scalar& alpha) {
+                       const Scalar& alpha, const kernels::IndexCheck& check) {
   bool bad = false;
   if (mode == kernels::ScatterMode::Assign) {
     with_unit(out.element_size(), [&](auto unit) {
@@ -198,7 +202,7 @@ IndexFault scatter_cpu(const Tensor& out, int64_t dim, const Tensor& index, cons
       RTX_DISPATCH_INDEX(index.dtype(), "scatter_add", [&] { bad = index_rows<true, T, scalar_t>(out, src, index, dim, add); });
     });
   }
-  return bad ? first_fault(index, out.size(dim)) : IndexFault{};
+  return bad ? first_fault(index, check) : IndexFault{};
 }
 
 void cat_cpu(const Tensor& out, const TensorList& inputs, int64_t dim) {

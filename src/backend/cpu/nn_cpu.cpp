@@ -1,5 +1,5 @@
-// CPU kernels of the neural-network family: softmax and log_softmax, embedding, one-hot and index
-// bounds. Elementwise math runs in the opmath type (float for 16-bit floats); sums accumulate in
+// CPU kernels of the neural-network family: softmax and log_softmax, embedding, one-hot and the
+// index check. Elementwise math runs in the opmath type (float for 16-bit floats); sums accumulate in
 // double. Results never depend on the thread count: reductions combine fixed blocks in order, and
 // accumulations into shared rows (the embedding gradient) are partitioned by destination, without
 // atomics.
@@ -162,28 +162,21 @@ void embedding_backward_cpu(const Tensor& grad_weight, const Tensor& g, const Te
   });
 }
 
-kernels::IndexBounds index_bounds_cpu(const Tensor& indices, std::optional<int64_t> skip) {
-  using kernels::IndexBounds;
-  IndexBounds r;
-  RTX_DISPATCH_INDEX(indices.dtype(), "index_bounds", [&] {
+kernels::IndexFault index_check_cpu(const Tensor& indices, const kernels::IndexCheck& check) {
+  using kernels::IndexFault;
+  IndexFault r;
+  RTX_DISPATCH_INDEX(indices.dtype(), "index_check", [&] {
     const scalar_t* p = indices.data_ptr<scalar_t>();
-    auto merge = [](IndexBounds a, IndexBounds b) {
-      if (!a.found) return b;
-      if (!b.found) return a;
-      return IndexBounds{std::min(a.min, b.min), std::max(a.max, b.max), true};
-    };
     r = blocked_reduce(
-        indices.numel(), kGrainSize, IndexBounds{},
+        indices.numel(), kGrainSize, IndexFault{},
         [&](int64_t begin, int64_t end) {
-          IndexBounds part;
           for (int64_t i = begin; i < end; ++i) {
             const int64_t v = p[i];
-            if (skip && v == *skip) continue;
-            part = merge(part, IndexBounds{v, v, true});
+            if ((v < 0 || v >= check.bound) && v != check.skip) return IndexFault{true, check, v};
           }
-          return part;
+          return IndexFault{};
         },
-        merge);
+        [](const IndexFault& first, const IndexFault& next) { return first.found ? first : next; });
   });
   return r;
 }

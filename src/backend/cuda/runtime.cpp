@@ -1,6 +1,6 @@
 // Devices of the CUDA backend: availability, properties, the current device (mirrored per thread so
-// that guards cost no driver call when the device does not change), synchronization and the error
-// reporting every runtime call goes through.
+// that guards cost no driver call when the device does not change), synchronization (which reports
+// the device's index faults, device_faults.h) and the error reporting every runtime call goes through.
 #include "backend/cuda/runtime.h"
 
 #include <fmt/format.h>
@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backend/cuda/device_faults.h"
 #include "core/check.h"
 
 namespace rtx::cuda {
@@ -108,8 +109,10 @@ DeviceProperties get_device_properties(int device) {
 }
 
 void synchronize(int device) {
-  DeviceGuard guard(detail::resolve_device(device, "synchronize"));
+  device = detail::resolve_device(device, "synchronize");
+  DeviceGuard guard(device);
   RTX_CUDA_CHECK(cudaDeviceSynchronize());
+  detail::report_device_fault(device);
 }
 
 }  // namespace rtx::cuda

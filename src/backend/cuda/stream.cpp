@@ -1,12 +1,14 @@
 // Streams and events. Streams come from per-device pools created on first use and kept for the
 // life of the process (so a Stream is a plain value, and memory recorded on one never outlives it);
-// each thread has its own current stream per device, the default stream until set.
+// each thread has its own current stream per device, the default stream until set. Stream and event
+// synchronization report the device's index faults (device_faults.h).
 #include <array>
 #include <atomic>
 #include <mutex>
 #include <utility>
 #include <vector>
 
+#include "backend/cuda/device_faults.h"
 #include "backend/cuda/runtime.h"
 #include "core/check.h"
 
@@ -75,6 +77,7 @@ bool Stream::query() const {
 void Stream::synchronize() const {
   DeviceGuard guard(device_);
   RTX_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
+  detail::report_device_fault(device_);
 }
 
 void Stream::wait(const Event& event) const {
@@ -145,7 +148,9 @@ bool Event::query() const {
 }
 
 void Event::synchronize() const {
-  if (handle_ != nullptr) RTX_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
+  if (handle_ == nullptr) return;
+  RTX_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
+  detail::report_device_fault(device_);
 }
 
 float Event::elapsed_time(const Event& end) const {
