@@ -195,10 +195,12 @@ void make_layout(Layout& layout, cudaDataType_t type, uint64_t rows, uint64_t co
 struct GemmPlan {
   cublasLtMatmulAlgo_t algo;
   size_t workspace;
+  bool found;  // false: the heuristic has no algorithm for this problem (with its epilogue)
 };
 // device, dtype, compute type, reduction schemes, both ops, both operand layouts (rows, cols, ld, batch
-// stride), the output's rows and cols, the batch count and the three pointers' alignments.
-constexpr size_t kGemmKeySize = 20;
+// stride), the output's rows and cols, the batch count, the three pointers' alignments and whether the
+// bias epilogue is fused.
+constexpr size_t kGemmKeySize = 21;
 using GemmKey = std::array<int64_t, kGemmKeySize>;
 
 detail::PlanCache<kGemmKeySize, GemmPlan>& gemm_plans() {
@@ -220,13 +222,21 @@ GemmPlan choose_algorithm(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cu
   set(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align[2]);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  RTX_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, ld, ld, pref.get(), 1, &result, &found));
-  RTX_CHECK(found > 0, Error, "[matmul] cuBLASLt found no algorithm for this product");
-  return {result.algo, result.workspaceSize};
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, ld, ld, pref.get(), 1, &result, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return {result.algo, 0, false};
+  RTX_CUBLAS_CHECK(status);
+  return {result.algo, result.workspaceSize, found > 0};
 }
 
-// out [..., m, n] = a @ b for floating dtypes through cuBLASLt.
-void gemm(const Tensor& out, const Tensor& a, const Tensor& b, int64_t m, int64_t n, int64_t batches) {
+// Bias pointers the epilogue is given are at least this aligned (others are added by a prefill).
+constexpr uint32_t kBiasAlignment = 16;
+
+// out [..., m, n] = a @ b (+ bias, a 2-d product only) for floating dtypes through cuBLASLt. The bias
+// goes into the epilogue where cuBLASLt has an algorithm for it; otherwise out is prefilled with the
+// bias rows and the product accumulates onto them (beta = 1).
+void gemm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, int64_t m, int64_t n,
+          int64_t batches) {
   detail::KernelScope scope(out.device());
   const int device = out.device().index;
   const Operand A = operand(b), B = operand(a);  // out^T = b^T @ a^T: b is cuBLAS's first operand
@@ -241,6 +251,11 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, int64_t m, int64_
   const bool dbl = types.scale == CUDA_R_64F;
   const void* alpha = dbl ? static_cast<const void*>(&one) : &one_f;
   const void* beta = dbl ? static_cast<const void*>(&zero) : &zero_f;
+  bool fuse_bias = bias.defined() && alignment(bias.data_ptr()) >= kBiasAlignment;
+  if (fuse_bias) {
+    set(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+    set(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias.data_ptr());
+  }
   const cublasLtHandle_t handle = lt_handle(device);
   void* ws = workspace(device, scope.stream());
   const int64_t es = static_cast<int64_t>(out.element_size());
@@ -255,30 +270,47 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, int64_t m, int64_
     make_layout(lb, types.data, B.rows, B.cols, B.ld, count, sb);
     make_layout(ld, types.data, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n, count, m * n);
     const std::array<uint32_t, 3> align{alignment(pa), alignment(pb), alignment(pd)};
-    const GemmKey key{device, static_cast<int64_t>(out.dtype()), static_cast<int64_t>(types.compute), schemes,
-                      static_cast<int64_t>(A.op), static_cast<int64_t>(A.rows), static_cast<int64_t>(A.cols), A.ld, sa,
-                      static_cast<int64_t>(B.op), static_cast<int64_t>(B.rows), static_cast<int64_t>(B.cols), B.ld, sb,
-                      n, m, count, align[0], align[1], align[2]};
-    const GemmPlan plan = gemm_plans().get(
-        key, [&] { return choose_algorithm(handle, desc.get(), la.get(), lb.get(), ld.get(), schemes, align); });
+    const auto plan_for = [&](bool fused) {
+      const GemmKey key{device, static_cast<int64_t>(out.dtype()), static_cast<int64_t>(types.compute), schemes,
+                        static_cast<int64_t>(A.op), static_cast<int64_t>(A.rows), static_cast<int64_t>(A.cols), A.ld,
+                        sa, static_cast<int64_t>(B.op), static_cast<int64_t>(B.rows), static_cast<int64_t>(B.cols),
+                        B.ld, sb, n, m, count, align[0], align[1], align[2], fused};
+      return gemm_plans().get(
+          key, [&] { return choose_algorithm(handle, desc.get(), la.get(), lb.get(), ld.get(), schemes, align); });
+    };
+    GemmPlan plan = plan_for(fuse_bias);
+    if (fuse_bias && !plan.found) {  // no fused algorithm for this problem: add the bias by a prefill
+      fuse_bias = false;
+      set(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_DEFAULT);
+      plan = plan_for(false);
+    }
+    RTX_CHECK(plan.found, Error, "[matmul] cuBLASLt found no algorithm for this product");
+    if (bias.defined() && !fuse_bias) {
+      copy_cuda(out, rtx::detail::make_view(bias, {m, n}, {0, 1}, bias.storage_offset()));
+      beta = alpha;  // both are one
+    }
     RTX_CUBLAS_CHECK(cublasLtMatmul(handle, desc.get(), alpha, pa, la.get(), pb, lb.get(), beta, pd, ld.get(), pd,
                                     ld.get(), &plan.algo, ws, plan.workspace, scope.stream()));
   }
 }
 
-void matmul_cuda(const Tensor& out, const Tensor& a, const Tensor& b) {
+void matmul_cuda(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
   const int64_t nd = out.dim();
   const int64_t m = out.size(nd - 2), n = out.size(nd - 1), k = a.size(nd - 1);
   if (k == 0) {
-    detail::KernelScope scope(out.device());
-    RTX_CUDA_CHECK(cudaMemsetAsync(out.data_ptr(), 0, out.nbytes(), scope.stream()));  // zero bits are zero
+    if (bias.defined()) {
+      copy_cuda(out, rtx::detail::make_view(bias, {m, n}, {0, 1}, bias.storage_offset()));
+    } else {
+      detail::KernelScope scope(out.device());
+      RTX_CUDA_CHECK(cudaMemsetAsync(out.data_ptr(), 0, out.nbytes(), scope.stream()));  // zero bits are zero
+    }
     return;
   }
   if (is_integral(out.dtype())) {
     int_matmul(out, a, b);
     return;
   }
-  gemm(out, a, b, m, n, out.numel() / (m * n));
+  gemm(out, a, b, bias, m, n, out.numel() / (m * n));
 }
 
 }  // namespace

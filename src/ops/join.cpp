@@ -1,6 +1,6 @@
 // Joining and splitting front-ends: cat, stack, split (by size and by sizes) and chunk. cat promotes
 // its inputs to their common dtype and skips legacy empty 1-d [0] tensors like PyTorch; stack is
-// unsqueeze + cat; the splits return narrow views (no copies), differentiable through narrow.
+// unsqueeze + cat; the splits return narrow views (no copies) whose gradients join in one cat.
 #include "autograd/function.h"
 #include "dispatch/index.h"
 #include "ops/internal.h"
@@ -15,14 +15,39 @@ using detail::shape_str;
 // PyTorch skips 1-d empty tensors in cat whatever the other inputs' shapes (a legacy behaviour).
 bool skipped_in_cat(const Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
 
-// Pieces of x along dim with the given lengths (adding up to its size).
+// Pieces of x along dim with the given lengths (adding up to its size): views of x, the outputs of
+// one recorded node whose backward joins the pieces' gradients with one cat (zeros for a piece that
+// received none), as PyTorch's split does, rather than a zero-padded gradient per piece.
 TensorList split_views(const Tensor& x, int64_t dim, const Shape& lengths) {
   TensorList out;
   out.reserve(lengths.size());
-  int64_t start = 0;
-  for (int64_t len : lengths) {
-    out.push_back(narrow(x, dim, start, len));
-    start += len;
+  {
+    NoGradGuard no_grad;  // plain views: the node below records all of them
+    int64_t start = 0;
+    for (int64_t len : lengths) {
+      out.push_back(narrow(x, dim, start, len));
+      start += len;
+    }
+  }
+  if (auto node = autograd::make_node("split", x)) {
+    node->set_backward([dim, lengths, sizes = x.sizes(), options = x.options()](const TensorList& g, const TensorList&) {
+      TensorList parts;
+      parts.reserve(lengths.size());
+      for (size_t i = 0; i < lengths.size(); ++i) {
+        if (i < g.size() && g[i].defined()) {
+          parts.push_back(g[i]);
+        } else {
+          Shape piece = sizes;
+          piece[dim] = lengths[i];
+          parts.push_back(zeros(piece, options));
+        }
+      }
+      return TensorList{cat(parts, dim)};
+    });
+    for (const Tensor& piece : out) {
+      autograd::set_history(piece, node);
+      autograd::mark_view(piece);
+    }
   }
   return out;
 }

@@ -1,7 +1,8 @@
 // Linear algebra front-ends: matmul with numpy semantics, mm, bmm and linear. Every product comes down
 // to one recorded op on operands of equal batch shape (broadcast batch dims are stride-0 views, 1-d
 // operands get a unit dim, batch dims fold into rows when the right operand is a matrix); its
-// backward is matmul again, so gradients of any order follow.
+// backward is matmul again, so gradients of any order follow. linear with a matrix weight is one
+// product with its bias fused in and one node whose backward is matmuls and a sum.
 #include <algorithm>
 
 #include "autograd/function.h"
@@ -52,7 +53,7 @@ Tensor product(const char* op, const Tensor& a, const Tensor& b) {
   Shape shape = a.sizes();
   shape.back() = b.sizes().back();
   Tensor out = detail::make_tensor(shape, a.dtype(), a.device());
-  if (out.numel() > 0) kernels::matmul_kernel.get(a.device())(out, a, b);
+  if (out.numel() > 0) kernels::matmul_kernel.get(a.device())(out, a, b, Tensor());
   if (auto node = autograd::make_node(op, a, b)) {
     const bool need_a = autograd::requires_grad(a), need_b = autograd::requires_grad(b);
     node->save(need_b ? a : Tensor());
@@ -63,6 +64,32 @@ Tensor product(const char* op, const Tensor& a, const Tensor& b) {
     autograd::set_history(out, node);
   }
   return out;
+}
+
+// linear of a float input and a 2-d weight [N, K] with an optional [N] bias, as one product whose
+// bias add the backend fuses, recorded as one node: its backward computes the weight gradient as
+// g^T @ x, contiguous in the weight's own layout, and the bias gradient as g's column sums.
+Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const int64_t k = weight.size(1), n = weight.size(0);
+  Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
+  const int64_t m = detail::numel_of(out_shape);
+  out_shape.push_back(n);
+  const Tensor x2 = x.dim() == 2 ? x : x.reshape({m, k});
+  const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+  Tensor out = detail::make_tensor({m, n}, x.dtype(), x.device());
+  if (out.numel() > 0) kernels::matmul_kernel.get(x.device())(out, x2, weight.t(), b);
+  if (auto node = autograd::make_node("linear", x2, weight, bias)) {
+    const bool need_x = autograd::requires_grad(x2), need_w = autograd::requires_grad(weight),
+               need_b = autograd::requires_grad(bias);
+    node->save(need_w ? x2 : Tensor());
+    node->save(need_x ? weight : Tensor());
+    node->set_backward([need_x, need_w, need_b](const TensorList& g, const TensorList& s) {
+      return TensorList{need_x ? matmul(g[0], s[1]) : Tensor(), need_w ? matmul(g[0].mT(), s[0]) : Tensor(),
+                        need_b ? g[0].sum(Shape{0}) : Tensor()};
+    });
+    autograd::set_history(out, node);
+  }
+  return x.dim() == 2 ? out : out.view(out_shape);
 }
 
 }  // namespace
@@ -140,8 +167,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
               "[linear] bias of shape {} does not match out_features = {} of weight {}", shape_str(bias.sizes()),
               out_features, shape_str(weight.sizes()));
   }
-  Tensor out = matmul(x, weight.t());
-  return bias.defined() ? add(out, bias) : out;
+  const int64_t out_features = weight.dim() == 2 ? weight.size(0) : 1;
+  const bool one_product = weight.dim() == 2 && is_floating(x.dtype()) &&
+                           (!bias.defined() || (bias.dim() == 1 && bias.size(0) == out_features));
+  if (!one_product) {
+    Tensor out = matmul(x, weight.t());
+    return bias.defined() ? add(out, bias) : out;
+  }
+  return linear_product(x, weight, bias);
 }
 
 }  // namespace rtx

@@ -137,7 +137,21 @@ void float_matmul(T* out, const T* a, const T* b, const Problem& p) {
   });
 }
 
-void matmul_cpu(const Tensor& out, const Tensor& a, const Tensor& b) {
+// Adds bias [N] to every row of the contiguous 2-d out.
+void add_bias_rows(const Tensor& out, const Tensor& bias) {
+  const int64_t n = out.size(out.dim() - 1), rows = out.numel() / n;
+  RTX_DISPATCH_FLOATS(out.dtype(), "matmul", [&] {
+    auto* o = static_cast<scalar_t*>(out.data_ptr());
+    const auto* bv = static_cast<const scalar_t*>(bias.data_ptr());
+    using C = detail::opmath_t<scalar_t>;
+    parallel_for(rows, std::max<int64_t>(1, kGrainSize / n), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t j = 0; j < n; ++j) o[r * n + j] = static_cast<scalar_t>(static_cast<C>(o[r * n + j]) + static_cast<C>(bv[j]));
+    });
+  });
+}
+
+void matmul_cpu(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
   const int64_t nd = out.dim();
   Problem p;
   p.m = out.size(nd - 2);
@@ -146,6 +160,7 @@ void matmul_cpu(const Tensor& out, const Tensor& a, const Tensor& b) {
   p.batches = out.numel() / (p.m * p.n);
   if (p.k == 0) {
     std::memset(out.data_ptr(), 0, out.nbytes());  // all-zero bits are zero in every dtype
+    if (bias.defined()) add_bias_rows(out, bias);
     return;
   }
   p.a = matrix_of(a);
@@ -162,6 +177,7 @@ void matmul_cpu(const Tensor& out, const Tensor& a, const Tensor& b) {
       float_matmul<scalar_t, detail::opmath_t<scalar_t>>(o, pa, pb, p);
     }
   });
+  if (bias.defined()) add_bias_rows(out, bias);
 }
 
 }  // namespace
