@@ -116,6 +116,8 @@ def main():
                  for n in names]
         print(f"| {part} | " + " | ".join(cells) + " |")
     print("| total | " + " | ".join(f"{summaries[n][1]:.2f}" for n in names) + " |")
+    print("| kernels per step | " + " | ".join(f"{sum(c for _, c in results[n].values()) / args.steps:.0f}"
+                                             for n in names) + " |")
     for name, kernels in results.items():
         print(f"\n{name}: heaviest kernels (ms per step, launches per step)")
         for kname, (us, count) in sorted(kernels.items(), key=lambda kv: -kv[1][0])[:args.top]:
