@@ -198,8 +198,8 @@ struct GemmPlan {
   bool found;  // false: the heuristic has no algorithm for this problem (with its epilogue)
 };
 // device, dtype, compute type, reduction schemes, both ops, both operand layouts (rows, cols, ld, batch
-// stride), the output's rows and cols, the batch count, the three pointers' alignments and whether the
-// bias epilogue is fused.
+// stride), the output's rows and cols, the batch count, the three pointers' alignments and the fused
+// epilogue (gemm's `fused`).
 constexpr size_t kGemmKeySize = 21;
 using GemmKey = std::array<int64_t, kGemmKeySize>;
 
@@ -229,14 +229,16 @@ GemmPlan choose_algorithm(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cu
   return {result.algo, result.workspaceSize, found > 0};
 }
 
-// Bias pointers the epilogue is given are at least this aligned (others are added by a prefill).
-constexpr uint32_t kBiasAlignment = 16;
+// Vectors the epilogue reads or writes are at least this aligned (a bias that is not is added by a prefill).
+constexpr uint32_t kEpilogueAlignment = 16;
 
-// out [..., m, n] = a @ b (+ bias, a 2-d product only) for floating dtypes through cuBLASLt. The bias
-// goes into the epilogue where cuBLASLt has an algorithm for it; otherwise out is prefilled with the
-// bias rows and the product accumulates onto them (beta = 1).
-void gemm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, int64_t m, int64_t n,
-          int64_t batches) {
+// out [..., m, n] = a @ b for floating dtypes through cuBLASLt, with the epilogue's bias (added in
+// cuBLASLt's epilogue where it has an algorithm for it, otherwise out is prefilled with the bias rows and
+// the product accumulates onto them, beta = 1) and a_sums (cuBLASLt's bias-gradient epilogue, which
+// sums its second operand, a^T, over the product's inner dim). Returns whether a_sums was written.
+bool gemm(const Tensor& out, const Tensor& a, const Tensor& b, const kernels::MatmulEpilogue& epilogue, int64_t m,
+          int64_t n, int64_t batches) {
+  const Tensor& bias = epilogue.bias;
   detail::KernelScope scope(out.device());
   const int device = out.device().index;
   const Operand A = operand(b), B = operand(a);  // out^T = b^T @ a^T: b is cuBLAS's first operand
@@ -251,10 +253,12 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bia
   const bool dbl = types.scale == CUDA_R_64F;
   const void* alpha = dbl ? static_cast<const void*>(&one) : &one_f;
   const void* beta = dbl ? static_cast<const void*>(&zero) : &zero_f;
-  bool fuse_bias = bias.defined() && alignment(bias.data_ptr()) >= kBiasAlignment;
-  if (fuse_bias) {
-    set(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
-    set(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias.data_ptr());
+  // The fused epilogue, if any: 1 adds the bias, 2 writes a_sums.
+  const Tensor& vector = bias.defined() ? bias : epilogue.a_sums;
+  int64_t fused = !vector.defined() || alignment(vector.data_ptr()) < kEpilogueAlignment ? 0 : bias.defined() ? 1 : 2;
+  if (fused != 0) {
+    set(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, fused == 1 ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB);
+    set(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, vector.data_ptr());
   }
   const cublasLtHandle_t handle = lt_handle(device);
   void* ws = workspace(device, scope.stream());
@@ -270,47 +274,48 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bia
     make_layout(lb, types.data, B.rows, B.cols, B.ld, count, sb);
     make_layout(ld, types.data, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n, count, m * n);
     const std::array<uint32_t, 3> align{alignment(pa), alignment(pb), alignment(pd)};
-    const auto plan_for = [&](bool fused) {
+    const auto plan_for = [&](int64_t epilogue_kind) {
       const GemmKey key{device, static_cast<int64_t>(out.dtype()), static_cast<int64_t>(types.compute), schemes,
                         static_cast<int64_t>(A.op), static_cast<int64_t>(A.rows), static_cast<int64_t>(A.cols), A.ld,
                         sa, static_cast<int64_t>(B.op), static_cast<int64_t>(B.rows), static_cast<int64_t>(B.cols),
-                        B.ld, sb, n, m, count, align[0], align[1], align[2], fused};
+                        B.ld, sb, n, m, count, align[0], align[1], align[2], epilogue_kind};
       return gemm_plans().get(
           key, [&] { return choose_algorithm(handle, desc.get(), la.get(), lb.get(), ld.get(), schemes, align); });
     };
-    GemmPlan plan = plan_for(fuse_bias);
-    if (fuse_bias && !plan.found) {  // no fused algorithm for this problem: add the bias by a prefill
-      fuse_bias = false;
+    GemmPlan plan = plan_for(fused);
+    if (fused != 0 && !plan.found) {  // no algorithm with this epilogue for this problem
+      fused = 0;
       set(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_DEFAULT);
-      plan = plan_for(false);
+      plan = plan_for(0);
     }
     RTX_CHECK(plan.found, Error, "[matmul] cuBLASLt found no algorithm for this product");
-    if (bias.defined() && !fuse_bias) {
+    if (bias.defined() && fused == 0) {
       copy_cuda(out, rtx::detail::make_view(bias, {m, n}, {0, 1}, bias.storage_offset()));
       beta = alpha;  // both are one
     }
     RTX_CUBLAS_CHECK(cublasLtMatmul(handle, desc.get(), alpha, pa, la.get(), pb, lb.get(), beta, pd, ld.get(), pd,
                                     ld.get(), &plan.algo, ws, plan.workspace, scope.stream()));
   }
+  return fused == 2;
 }
 
-void matmul_cuda(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
+bool matmul_cuda(const Tensor& out, const Tensor& a, const Tensor& b, const kernels::MatmulEpilogue& epilogue) {
   const int64_t nd = out.dim();
   const int64_t m = out.size(nd - 2), n = out.size(nd - 1), k = a.size(nd - 1);
   if (k == 0) {
-    if (bias.defined()) {
-      copy_cuda(out, rtx::detail::make_view(bias, {m, n}, {0, 1}, bias.storage_offset()));
+    if (epilogue.bias.defined()) {
+      copy_cuda(out, rtx::detail::make_view(epilogue.bias, {m, n}, {0, 1}, epilogue.bias.storage_offset()));
     } else {
       detail::KernelScope scope(out.device());
       RTX_CUDA_CHECK(cudaMemsetAsync(out.data_ptr(), 0, out.nbytes(), scope.stream()));  // zero bits are zero
     }
-    return;
+    return false;
   }
   if (is_integral(out.dtype())) {
     int_matmul(out, a, b);
-    return;
+    return false;
   }
-  gemm(out, a, b, bias, m, n, out.numel() / (m * n));
+  return gemm(out, a, b, epilogue, m, n, out.numel() / (m * n));
 }
 
 }  // namespace

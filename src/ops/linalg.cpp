@@ -4,6 +4,7 @@
 // backward is matmul again, so gradients of any order follow. linear with a matrix weight is one
 // product with its bias fused in and one node whose backward is matmuls and a sum.
 #include <algorithm>
+#include <utility>
 
 #include "autograd/function.h"
 #include "ops/internal.h"
@@ -53,7 +54,7 @@ Tensor product(const char* op, const Tensor& a, const Tensor& b) {
   Shape shape = a.sizes();
   shape.back() = b.sizes().back();
   Tensor out = detail::make_tensor(shape, a.dtype(), a.device());
-  if (out.numel() > 0) kernels::matmul_kernel.get(a.device())(out, a, b, Tensor());
+  if (out.numel() > 0) kernels::matmul_kernel.get(a.device())(out, a, b, {});
   if (auto node = autograd::make_node(op, a, b)) {
     const bool need_a = autograd::requires_grad(a), need_b = autograd::requires_grad(b);
     node->save(need_b ? a : Tensor());
@@ -66,9 +67,21 @@ Tensor product(const char* op, const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// The weight and bias gradients of linear, g^T @ x and g's column sums, as one product where the
+// backend sums g in the product's epilogue. Not recorded: only for a backward that builds no graph.
+std::pair<Tensor, Tensor> linear_parameter_grads(const Tensor& g, const Tensor& x) {
+  const Tensor a = g.mT();
+  Tensor grad_w = detail::make_tensor({a.size(0), x.size(1)}, g.dtype(), g.device());
+  Tensor grad_b = detail::make_tensor({a.size(0)}, g.dtype(), g.device());
+  bool summed = false;
+  if (grad_w.numel() > 0) summed = kernels::matmul_kernel.get(g.device())(grad_w, a, x, {Tensor(), grad_b});
+  return {grad_w, summed ? grad_b : g.sum(Shape{0})};
+}
+
 // linear of a float input and a 2-d weight [N, K] with an optional [N] bias, as one product whose
 // bias add the backend fuses, recorded as one node: its backward computes the weight gradient as
-// g^T @ x, contiguous in the weight's own layout, and the bias gradient as g's column sums.
+// g^T @ x, contiguous in the weight's own layout, and the bias gradient as g's column sums, both in
+// one product when no graph of the backward is recorded.
 Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const int64_t k = weight.size(1), n = weight.size(0);
   Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
@@ -77,15 +90,19 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias)
   const Tensor x2 = x.dim() == 2 ? x : x.reshape({m, k});
   const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
   Tensor out = detail::make_tensor({m, n}, x.dtype(), x.device());
-  if (out.numel() > 0) kernels::matmul_kernel.get(x.device())(out, x2, weight.t(), b);
+  if (out.numel() > 0) kernels::matmul_kernel.get(x.device())(out, x2, weight.t(), {b, Tensor()});
   if (auto node = autograd::make_node("linear", x2, weight, bias)) {
     const bool need_x = autograd::requires_grad(x2), need_w = autograd::requires_grad(weight),
                need_b = autograd::requires_grad(bias);
     node->save(need_w ? x2 : Tensor());
     node->save(need_x ? weight : Tensor());
     node->set_backward([need_x, need_w, need_b](const TensorList& g, const TensorList& s) {
-      return TensorList{need_x ? matmul(g[0], s[1]) : Tensor(), need_w ? matmul(g[0].mT(), s[0]) : Tensor(),
-                        need_b ? g[0].sum(Shape{0}) : Tensor()};
+      const Tensor grad_x = need_x ? matmul(g[0], s[1]) : Tensor();
+      if (need_w && need_b && !is_grad_enabled()) {
+        auto [grad_w, grad_b] = linear_parameter_grads(g[0], s[0]);
+        return TensorList{grad_x, grad_w, grad_b};
+      }
+      return TensorList{grad_x, need_w ? matmul(g[0].mT(), s[0]) : Tensor(), need_b ? g[0].sum(Shape{0}) : Tensor()};
     });
     autograd::set_history(out, node);
   }

@@ -260,6 +260,18 @@ TEST_P(LinalgTest, LinearOneProductWithBias) {
   EXPECT_TRUE(all_close(gx, x.grad()));
   EXPECT_TRUE(all_close(gw, w.grad()));
   EXPECT_TRUE(all_close(gb, b.grad()));
+  // In float32 and bfloat16 the weight and bias gradients come from one product where the backend fuses
+  // the bias gradient (cuBLASLt's bias-gradient epilogue): the same values as the separate sum.
+  for (DType dtype : {kFloat32, kBFloat16}) {
+    const double tol = dtype == kBFloat16 ? 2e-2 : 1e-5;
+    const Tensor xf = quarter_tensor({64, 48}, 91, dev(), dtype), gf = quarter_tensor({64, 40}, 92, dev(), dtype);
+    const Tensor wf = quarter_tensor({40, 48}, 93, dev(), dtype).requires_grad_(),
+                 bf = quarter_tensor({40}, 94, dev(), dtype).requires_grad_();
+    (linear(xf, wf, bf) * gf).sum().backward();
+    const Tensor g64 = gf.to(kFloat64);
+    EXPECT_TRUE(all_close(wf.grad().to(kFloat64), ref_matmul(g64.t().contiguous(), xf.to(kFloat64)), tol, tol)) << dtype;
+    EXPECT_TRUE(all_close(bf.grad().to(kFloat64), g64.sum({0}), tol, tol)) << dtype;
+  }
 }
 
 // ---- gradients ----------------------------------------------------------------------------------
