@@ -35,6 +35,9 @@ def workloads(ctx):
     for B in ctx.size(ctx.args.gpt_batches, [2]):
         rows.append(Workload(f"{label} train bf16 autocast B={B} T={T}", None,
                              lambda c, B=B: gpt_train(c, B, autocast="bfloat16")))
+    B = ctx.size(8, 2)
+    rows.append(Workload(f"{label} as a user writes it (nanoGPT script) train bf16 autocast B={B} T={T}",
+                         "within 5% of the bundled model", lambda c, B=B: user_gpt_train(c, B)))
     for B in (1, 64):
         rows.append(Workload(f"{label} decode KV cache B={B}", None, status="not yet",
                              note="no KV-cache model in rustytorch.train.gpt"))
@@ -177,6 +180,8 @@ def gpt_train(ctx, B, autocast=None):
         compiled = torch_compile_ms(ctx, side, *models[side.name], *batches[side.name], autocast)
         result["torch_compile"] = compiled
         note += "; torch.compile " + (f"{compiled:.2f} ms" if isinstance(compiled, float) else compiled)
+    if autocast is not None:
+        ctx.cache[("bundled bf16", B)] = result.get("ours")
     model = models["rustytorch"][0]
     precision = "tf32" if autocast is None else "bf16"
     return {**result, "floor_ms": flops_floor_ms(ctx, gpt_flops(model, B * T, T), precision), "note": note,
@@ -237,3 +242,51 @@ def churn_side(side, model, opt, shapes, data):
             "retries": s["num_alloc_retries"] - base["num_alloc_retries"],
             "peak_reserved_GiB": s["reserved_bytes.all.peak"] / 2 ** 30,
             "peak_allocated_GiB": s["allocated_bytes.all.peak"] / 2 ** 30, "seconds": time.perf_counter() - t0}
+
+
+def user_gpt_train(ctx, B):
+    """The GPT-2 step of tests/python/gpt_script.py, a nanoGPT-style model written for PyTorch
+    (nn.Linear, F.layer_norm, F.scaled_dot_product_attention, nn.GELU, F.cross_entropy, tied
+    weights, its own fused AdamW groups) at GPT-2 124M's size, under bf16 autocast with clipping;
+    met when our step is within 5% of the bundled model's (the row above, same run)."""
+    import importlib
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "python"))
+    script = importlib.import_module("gpt_script")
+    config = gpt_config(ctx)[1]
+    shape = script.GPTConfig(block_size=config.context, vocab_size=config.vocab, n_layer=config.layers,
+                             n_head=config.heads, n_embd=config.embd, dropout=0.0, bias=True)
+    ours = ctx.sides[0].lib
+    ours.manual_seed(0)
+    source = script.build(ours)(shape)
+    state = {k: v.detach().cpu().numpy() for k, v in source.state_dict().items()}
+    data = integers(config.vocab, (B, config.context + 1), 1)
+    runs = {}
+    for side in ctx.sides:
+        model = source if side is ctx.sides[0] else script.build(side.lib)(shape)
+        if side is not ctx.sides[0]:
+            model.load_state_dict({k: side.lib.from_numpy(v.copy()) for k, v in state.items()})
+        model.to(side.device)
+        opt = model.configure_optimizers(0.1, 6e-4, (0.9, 0.95), side.device)
+        x, y = side.tensor(data[:, :-1]), side.tensor(data[:, 1:])  # separate batches, as the script loads them
+
+        def run(side=side, model=model, opt=opt, x=x, y=y):
+            with side.lib.autocast(side.device, dtype=side.lib.bfloat16):
+                _, loss = model(x, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            side.lib.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            return loss
+        runs[side.name] = run
+    with matmul_precision(ctx.sides, "high"):
+        result = check_runs(runs, BF16_TRAIN_TOL, checks=2)
+        result.update(medians(interleaved(ctx, runs)))
+    bundled = ctx.cache.get(("bundled bf16", B))
+    note = "tok/s " + " vs ".join(f"{B * config.context / (result[k] / 1e3):,.0f}" for k in ("ours", "torch")
+                                  if k in result)
+    if isinstance(bundled, float) and isinstance(result.get("ours"), float):
+        note += f"; the bundled model: {bundled:.2f} ms ({100 * (result['ours'] / bundled - 1):+.1f}%)"
+        result["met"] = result["ours"] <= 1.05 * bundled and result.get("check") != "FAIL"
+    return {**result, "note": note}
