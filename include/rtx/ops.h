@@ -325,4 +325,13 @@ RTX_API ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool la
 RTX_API ValuesIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false);
 RTX_API Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
 
+// ---- multi-tensor ops (one kernel call per device and dtype of the list) ------------------------
+// The ord-norm of each tensor as a 0-d tensor of its dtype, or of dtype converted to (PyTorch's _foreach_norm).
+RTX_API TensorList foreach_norm(const TensorList& tensors, double ord = 2.0,
+                                std::optional<DType> dtype = std::nullopt);
+// Multiplies every tensor in place by scalar, a 0-d tensor on their device or on the CPU (PyTorch's _foreach_mul_).
+RTX_API void foreach_mul_(TensorList& tensors, const Tensor& scalar);
+// Multiplies every tensor in place by a number.
+RTX_API void foreach_mul_(TensorList& tensors, const Scalar& scalar);
+
 }  // namespace rtx

@@ -1,11 +1,12 @@
 // Multi-tensor apply: one kernel launch processes many tensors (an optimizer's parameters, their
-// gradients and states; a GradScaler's gradients). The launch's parameter struct carries, for up to
-// kTensors tensors, the addresses of kDepth parallel lists (params[i], grads[i], ...), their element
-// counts and one per-tensor scalar address (a step count); each tensor is cut into chunks of
-// kMultiTensorChunk elements and each block handles one chunk. When the struct's tensors or blocks
-// are used up, the launcher launches and goes on with the rest, so any number of tensors of any
-// size takes ceil(chunks / kMultiTensorBlocks) launches or a few more. The struct stays below 4 KB
-// of kernel parameters, the limit that HIP keeps.
+// gradients and states; a GradScaler's gradients; the tensors of a foreach op). The launch's
+// parameter struct carries, for up to kTensors tensors, the addresses of kDepth parallel lists
+// (params[i], grads[i], ...), their element counts and one per-tensor scalar address (a step count,
+// where a tensor's partial norms go); each tensor is cut into chunks of kMultiTensorChunk elements
+// and each block handles one chunk. When the struct's tensors or blocks are used up, the launcher
+// launches and goes on with the rest, so any number of tensors of any size takes
+// ceil(chunks / kMultiTensorBlocks) launches or a few more. The struct stays below 4 KB of kernel
+// parameters, the limit that HIP keeps.
 #pragma once
 
 #include <algorithm>
@@ -48,12 +49,12 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
 }
 
 // Runs op over every element of every tensor of lists[0] on `device`: lists[d][i] is the tensor i
-// of list d (an empty list gives null addresses), scalars[i] the per-tensor scalar (none when
-// scalars is empty). Tensors are contiguous and those of one index have one element count; tensors
+// of list d (an empty list gives null addresses), scalar_of(i) the address of tensor i's scalar
+// (a void*, or null). Tensors are contiguous and those of one index have one element count; tensors
 // without elements take no block.
-template <int kDepth, typename Op>
-void multi_tensor_apply(Device device, const std::array<const TensorList*, kDepth>& lists, const TensorList& scalars,
-                        const Op& op) {
+template <int kDepth, typename Op, typename ScalarOf>
+void multi_tensor_apply_with(Device device, const std::array<const TensorList*, kDepth>& lists,
+                             const ScalarOf& scalar_of, const Op& op) {
   using Meta = MultiTensorMeta<kDepth>;
   static_assert(sizeof(Meta) + sizeof(Op) < 4000, "kernel parameters past HIP's 4 KB limit");
   const TensorList& first = *lists[0];
@@ -61,7 +62,7 @@ void multi_tensor_apply(Device device, const std::array<const TensorList*, kDept
   Meta meta;
   const auto set_slot = [&](int slot, size_t i) {
     for (int d = 0; d < kDepth; ++d) meta.addresses[d][slot] = lists[d]->empty() ? nullptr : (*lists[d])[i].data_ptr();
-    meta.scalars[slot] = scalars.empty() ? nullptr : scalars[i].data_ptr();
+    meta.scalars[slot] = scalar_of(i);
     meta.numel[slot] = first[i].numel();
   };
   const auto launch = [&](int blocks) {
@@ -93,6 +94,14 @@ void multi_tensor_apply(Device device, const std::array<const TensorList*, kDept
     ++slot;
   }
   if (blocks > 0) launch(blocks);
+}
+
+// multi_tensor_apply_with where scalars[i] is tensor i's scalar (none when scalars is empty).
+template <int kDepth, typename Op>
+void multi_tensor_apply(Device device, const std::array<const TensorList*, kDepth>& lists, const TensorList& scalars,
+                        const Op& op) {
+  multi_tensor_apply_with<kDepth>(
+      device, lists, [&](size_t i) -> void* { return scalars.empty() ? nullptr : scalars[i].data_ptr(); }, op);
 }
 
 }  // namespace rtx::cuda

@@ -8,7 +8,7 @@ from ._C import (  # noqa: F401  (re-exported)
     get_rng_state, set_rng_state, use_deterministic_algorithms, are_deterministic_algorithms_enabled,
     set_float32_matmul_precision, get_float32_matmul_precision, set_num_threads, get_num_threads,
     is_grad_enabled,
-    _amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_,
+    _amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_, _foreach_norm, _foreach_mul_,
 )
 from ._creation import tensor, as_tensor  # noqa: F401
 from ._size import Size  # noqa: F401

@@ -1,6 +1,7 @@
 // Every op of the library for Python, as rustytorch functions and, where PyTorch has them, Tensor
 // methods, with PyTorch's argument names: creation and random functions, the pointwise table,
-// reductions, linear algebra, convolution and pooling, nn functions, joining and indexing.
+// reductions, linear algebra, convolution and pooling, nn functions, joining and indexing, and the
+// multi-tensor ops under PyTorch's names (_foreach_norm, _foreach_mul_).
 #include <pybind11/functional.h>
 
 #include "bindings.h"
@@ -591,6 +592,49 @@ void bind_join_index(py::module_& m, TensorClass& cls) {
         py::arg("tensor2"));
 }
 
+// The tensors of a foreach op: a list or tuple of Tensors, as PyTorch takes them; TypeError naming
+// op otherwise.
+TensorList foreach_list(py::handle obj, const char* op) {
+  if (!PyList_Check(obj.ptr()) && !PyTuple_Check(obj.ptr()))
+    throw py::type_error(std::string(op) + "(): argument 'self' must be a list or tuple of Tensors, not " +
+                         type_name(obj));
+  TensorList out;
+  for (py::handle item : obj) {
+    if (!py::isinstance<Tensor>(item))
+      throw py::type_error(std::string(op) + "(): element " + std::to_string(out.size()) +
+                           " of argument 'self' must be a Tensor, not " + type_name(item));
+    out.push_back(item.cast<Tensor>());
+  }
+  return out;
+}
+
+void bind_foreach(py::module_& m) {
+  m.def(
+      "_foreach_norm",
+      [](py::handle self, double ord, std::optional<DType> dtype) {
+        return py::tuple(py::cast(rtx::foreach_norm(foreach_list(self, "_foreach_norm"), ord, dtype)));
+      },
+      "The ord-norm of each tensor of a list or tuple, as a tuple of 0-d tensors.", py::arg("self"),
+      py::arg("ord") = 2.0, py::arg("dtype") = py::none());
+  m.def(
+      "_foreach_mul_",
+      [](py::handle self, py::handle scalar) {
+        TensorList tensors = foreach_list(self, "_foreach_mul_");
+        with_operand(
+            "_foreach_mul_", scalar,
+            [&](const Tensor& s) {
+              rtx::foreach_mul_(tensors, s);
+              return py::none();
+            },
+            [&](const Scalar& s) {
+              rtx::foreach_mul_(tensors, s);
+              return py::none();
+            });
+      },
+      "Multiplies every tensor of a list or tuple in place by a number or a 0-d tensor.", py::arg("self"),
+      py::arg("scalar"));
+}
+
 }  // namespace
 
 void bind_ops(py::module_& m, TensorClass& cls) {
@@ -600,6 +644,7 @@ void bind_ops(py::module_& m, TensorClass& cls) {
   bind_reductions(m, cls);
   bind_linalg_nn(m, cls);
   bind_join_index(m, cls);
+  bind_foreach(m);
   // View functions (the methods are in tensor.cpp).
   m.def("reshape", [](const Tensor& t, const py::object& s) { return t.reshape(to_shape(s, "reshape(): shape")); },
         py::arg("input"), py::arg("shape"));

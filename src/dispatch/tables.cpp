@@ -6,6 +6,7 @@
 #include "dispatch/attention.h"
 #include "dispatch/conv.h"
 #include "dispatch/copy.h"
+#include "dispatch/foreach.h"
 #include "dispatch/index.h"
 #include "dispatch/linalg.h"
 #include "dispatch/loss.h"

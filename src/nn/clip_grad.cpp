@@ -1,6 +1,10 @@
 // nn::utils::clip_grad_norm_ and clip_grad_value_: gradient clipping over a list of parameters, in
-// place on the gradients and without a host round trip (the scale stays on the device).
+// place on the gradients and without a host round trip (the scale stays on the device). The norms
+// and the scaling take the multi-tensor ops, a few kernel launches per device for any number of
+// gradients.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/check.h"
 #include "rtx/autograd.h"
@@ -11,15 +15,24 @@ namespace rtx::nn::utils {
 
 Tensor clip_grad_norm_(const TensorList& parameters, double max_norm, double norm_type, bool error_if_nonfinite) {
   NoGradGuard no_grad;
-  TensorList grads;
-  for (const Tensor& p : parameters)
-    if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return zeros({});
-  const Device device = grads.front().device();
-  TensorList norms;
-  norms.reserve(grads.size());
-  for (const Tensor& g : grads) norms.push_back(g.norm(norm_type).to(device));
-  const Tensor total = stack(norms).norm(norm_type);
+  // The gradients by device, devices in order of first appearance.
+  std::vector<Device> devices;
+  std::vector<TensorList> grads;
+  for (const Tensor& p : parameters) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    const size_t d = static_cast<size_t>(std::find(devices.begin(), devices.end(), g.device()) - devices.begin());
+    if (d == devices.size()) {
+      devices.push_back(g.device());
+      grads.emplace_back();
+    }
+    grads[d].push_back(g);
+  }
+  if (devices.empty()) return zeros({});
+  const Device device = devices.front();
+  TensorList norms;  // each device's gradient norms, stacked, on the first gradient's device
+  for (const TensorList& on_device : grads) norms.push_back(stack(foreach_norm(on_device, norm_type)).to(device));
+  const Tensor total = (norms.size() == 1 ? norms.front() : cat(norms)).norm(norm_type);
   if (error_if_nonfinite) {
     const double value = total.to(kFloat64).item<double>();
     RTX_CHECK(std::isfinite(value), ValueError,
@@ -27,7 +40,7 @@ Tensor clip_grad_norm_(const TensorList& parameters, double max_norm, double nor
               "to clip anyway", norm_type, value);
   }
   const Tensor scale = (max_norm / (total + 1e-6)).clamp(std::nullopt, 1.0);
-  for (Tensor g : grads) g.mul_(g.device() == device ? scale : scale.to(g.device()));
+  for (size_t d = 0; d < devices.size(); ++d) foreach_mul_(grads[d], d == 0 ? scale : scale.to(devices[d]));
   return total;
 }
 
