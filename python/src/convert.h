@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <string>
 
 #include "rtx/rtx.h"
@@ -64,6 +65,44 @@ struct type_caster<rtx::Scalar> {
     if (s.is_integral()) return PyLong_FromLongLong(s.to_int());
     return PyFloat_FromDouble(s.to_double());
   }
+};
+
+// Python ints (and objects with __index__, such as numpy integers) as int64 arguments, as pybind11's
+// own caster takes them, except that an int outside the int64 range raises rustytorch.ValueError
+// instead of failing the overload match (whose TypeError lists signatures and names no value).
+// Every binding file sees this specialization through this header.
+template <>
+struct type_caster<std::int64_t> {
+  PYBIND11_TYPE_CASTER(std::int64_t, const_name("int"));
+
+  bool load(handle src, bool convert) {
+    if (!src || PyFloat_Check(src.ptr())) return false;
+    object index;
+    PyObject* number = src.ptr();
+    if (!PyLong_Check(number)) {
+      if (!PyIndex_Check(number)) return false;
+      index = reinterpret_steal<object>(PyNumber_Index(number));
+      if (!index) {
+        PyErr_Clear();
+        return false;
+      }
+      number = index.ptr();
+    }
+    (void)convert;
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(number, &overflow);
+    if (overflow != 0)
+      throw rtx::ValueError("[int] the integer " + str(number).cast<std::string>() +
+                            " is outside the int64 range [-2**63, 2**63) of an integer argument");
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    value = static_cast<std::int64_t>(v);
+    return true;
+  }
+
+  static handle cast(std::int64_t v, return_value_policy, handle) { return PyLong_FromLongLong(v); }
 };
 
 // rustytorch.device objects and device strings ("cpu", "cuda", "cuda:1") as rtx::Device; a string

@@ -445,6 +445,13 @@ def test_out_of_range_and_ill_typed_arguments_raise_rustytorch_errors():
         rt.set_rng_state("ab")
     with pytest.raises(TypeError, match=r"\[Generator.set_state\]"):
         rt.Generator().set_state((1, 2, 3))
+    # Plain integer arguments beyond int64: a ValueError naming the value, not an overload mismatch.
+    for call in (lambda: t.topk(2 ** 63), lambda: t.unsqueeze(2 ** 63), lambda: t.flatten(-2 ** 63 - 1),
+                 lambda: t.narrow(0, 2 ** 63, 1), lambda: t.chunk(2 ** 64), lambda: rt.randint(0, 2 ** 64, (2,))):
+        with pytest.raises(rt.ValueError, match=r"\[int\] the integer -?\d+ is outside the int64 range"):
+            call()
+    # ... and ints given as numpy integers or bools still bind, as in PyTorch.
+    assert t.topk(np.int64(2)).values.shape == (2,) and t.unsqueeze(True).shape == (3, 1)
     # Well-formed arguments still work: device strings, states as tuples or lists (a JSON round trip).
     state = rt.get_rng_state()
     rt.set_rng_state(list(state))
