@@ -1,5 +1,6 @@
-// Tests of the CUDA caching allocator's policy against a fake device: rounding, pools, best fit, split
-// and merge, streams and events, out of memory, garbage collection, statistics and RTX_CUDA_ALLOC_CONF.
+// Tests of the CUDA caching allocator's policy against a fake device: rounding, pools, best fit, huge
+// free segments, split and merge, streams and events, out of memory, garbage collection, statistics and
+// RTX_CUDA_ALLOC_CONF. The trace and its replay are tested in test_alloc_trace.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -287,6 +288,56 @@ TEST(CachingAllocatorTest, OversizeBlocksAreNeverSplit) {
       EXPECT_EQ(s.blocks.size(), 1u) << "an oversize segment was split";
     }
   }
+}
+
+TEST(CachingAllocatorTest, EntirelyFreeHugeSegmentsServeOnlyLargeRequests) {
+  constexpr size_t kGiB = size_t{1} << 30;
+  FakeDevice dev(16 * kGiB);
+  CachingAllocator a(dev);
+  void* huge = a.allocate(1536 * kMiB, kStream1);
+  a.free(huge);
+  // Below a quarter of the entirely free 1.5 GiB segment: a segment of its own.
+  void* medium = a.allocate(200 * kMiB, kStream1);
+  EXPECT_EQ(dev.alloc_calls, 2);
+  EXPECT_EQ(layout(a)[0], (std::vector<std::pair<size_t, bool>>{{1536 * kMiB, false}}));
+  // A quarter or more splits it, and its free rest then serves any request.
+  EXPECT_EQ(a.allocate(384 * kMiB, kStream1), huge);
+  void* rest = a.allocate(300 * kMiB, kStream1);
+  EXPECT_EQ(addr(rest), addr(huge) + 384 * kMiB);
+  EXPECT_EQ(dev.alloc_calls, 2);
+  a.free(huge);
+  a.free(rest);
+  a.free(medium);
+  // Whole again: a 100 MiB request takes the 200 MiB segment, a 250 MiB one needs a new segment.
+  EXPECT_EQ(a.allocate(100 * kMiB, kStream1), medium);
+  void* other = a.allocate(250 * kMiB, kStream1);
+  EXPECT_EQ(dev.alloc_calls, 3);
+  EXPECT_NE(other, huge);
+  // The rule starts at 1 GiB: a 1 GiB segment serves 256 MiB, not 255.5 MiB.
+  void* gib = a.allocate(kGiB, kStream2);
+  a.free(gib);
+  void* below = a.allocate(256 * kMiB - 512, kStream2);
+  EXPECT_NE(below, gib);
+  EXPECT_EQ(a.allocate(256 * kMiB, kStream2), gib);
+  EXPECT_EQ(dev.alloc_calls, 5);
+  for (const SegmentInfo& s : a.snapshot()) {
+    if (s.address == addr(huge)) {
+      EXPECT_EQ(s.blocks.size(), 1u);
+    }
+  }
+}
+
+TEST(CachingAllocatorTest, HugeSegmentIsReleasedWhenTheDeviceIsFull) {
+  FakeDevice dev(1600 * kMiB);
+  CachingAllocator a(dev);
+  a.free(a.allocate(1536 * kMiB, kStream1));
+  // No room for a new 100 MiB segment beside the huge one: it is returned to the device, then the
+  // request gets its segment.
+  EXPECT_NE(a.allocate(100 * kMiB, kStream1), nullptr);
+  EXPECT_EQ(dev.failed_allocs, 1);
+  EXPECT_EQ(a.stats().num_oom_retries, 1u);
+  EXPECT_EQ(a.stats().num_ooms, 0u);
+  EXPECT_EQ(a.stats().reserved_bytes, 100 * kMiB);
 }
 
 TEST(CachingAllocatorTest, EmptyCacheReleasesOnlyWholeFreeSegments) {

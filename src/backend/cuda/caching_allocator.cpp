@@ -1,5 +1,6 @@
-// The CUDA caching allocator's policy (see docs/allocator.md): rounding, pools, best fit, split and
-// merge, cross-stream reuse through events, out-of-memory recovery, garbage collection and statistics.
+// The CUDA caching allocator's policy (see docs/allocator.md): rounding, pools, best fit (huge free
+// segments kept for huge requests), split and merge, cross-stream reuse through events, out-of-memory
+// recovery, garbage collection, statistics, and the calls that write its trace.
 #include "backend/cuda/caching_allocator.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <iterator>
 #include <tuple>
 
+#include "backend/cuda/alloc_trace.h"
 #include "core/check.h"
 #include "core/checked_size.h"
 
@@ -107,6 +109,7 @@ std::string format_bytes(size_t bytes) {
 CachingAllocator::CachingAllocator(DeviceMemory& device, AllocatorConfig config) : device_(device), config_(config) {}
 
 CachingAllocator::~CachingAllocator() {
+  trace_.reset();  // flushes
   for (const auto& [event, block] : pending_) device_.destroy_event(event);
   for (const auto& [address, head] : segments_) {
     device_.raw_free(head->ptr);
@@ -153,19 +156,32 @@ void* CachingAllocator::allocate(size_t bytes, StreamHandle stream) {
   ++stats_.active_blocks;
   stats_.peak_active_blocks = std::max(stats_.peak_active_blocks, stats_.active_blocks);
   ++stats_.num_allocs;
+  if (trace_ != nullptr) trace_->allocate(bytes, stream, block->ptr);
   return block->ptr;
 }
 
 CachingAllocator::Block* CachingAllocator::find_free_block(Pool& pool, size_t size, StreamHandle stream) {
   Block key(nullptr, size, stream, &pool);
-  const auto it = pool.lower_bound(&key);
-  if (it == pool.end() || (*it)->stream != stream) return nullptr;
-  Block* block = *it;
-  // Oversize blocks serve only oversize requests, and only with bounded waste since they are never split.
-  if (size < config_.max_split_size && block->size >= config_.max_split_size) return nullptr;
-  if (size >= config_.max_split_size && block->size >= size + kLargeBuffer) return nullptr;
-  pool.erase(it);
-  return block;
+  for (auto it = pool.lower_bound(&key); it != pool.end() && (*it)->stream == stream; ++it) {
+    Block* block = *it;
+    // Oversize blocks serve only oversize requests, and only with bounded waste since they are never split;
+    // every later block is larger still.
+    if (size < config_.max_split_size && block->size >= config_.max_split_size) return nullptr;
+    if (size >= config_.max_split_size && block->size >= size + kLargeBuffer) return nullptr;
+    if (kept_for_huge(block, size)) continue;
+    pool.erase(it);
+    return block;
+  }
+  return nullptr;
+}
+
+// An entirely free segment of kHugeSegment bytes or more is split only for a request of at least
+// 1/kHugeSplit of it. The largest tensors of a training step (a language model's logits and their
+// gradient) get segments of their own in the first step; handed to smaller requests whenever they are
+// free (an optimizer state made after the first step, the next step's activations), those segments
+// are taken when the large tensors come back and each later step needs another one.
+bool CachingAllocator::kept_for_huge(const Block* block, size_t size) {
+  return block->whole_segment() && block->size >= kHugeSegment && size < block->size / kHugeSplit;
 }
 
 CachingAllocator::Block* CachingAllocator::allocate_segment(Pool& pool, size_t size, StreamHandle stream) {
@@ -203,6 +219,7 @@ void CachingAllocator::free(void* ptr) {
   if (ptr == nullptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
   Block* block = active_block(ptr, "free");
+  if (trace_ != nullptr) trace_->free(ptr);
   active_.erase(ptr);
   stats_.allocated_bytes -= block->size;
   --stats_.active_blocks;
@@ -222,6 +239,7 @@ void CachingAllocator::free(void* ptr) {
 void CachingAllocator::record_stream(void* ptr, StreamHandle stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   Block* block = active_block(ptr, "record_stream");
+  if (trace_ != nullptr) trace_->record_stream(ptr, stream);
   if (stream != block->stream) block->stream_uses.insert(stream);
 }
 
@@ -310,6 +328,10 @@ void CachingAllocator::collect_garbage(size_t needed) {
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
   release_cached_segments();
+  if (trace_ != nullptr) {
+    trace_->empty_cache();
+    trace_->flush();
+  }
 }
 
 size_t CachingAllocator::largest_free_block() const {
@@ -339,6 +361,7 @@ MemoryStats CachingAllocator::stats() const {
 
 void CachingAllocator::reset_peak_stats() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (trace_ != nullptr) trace_->reset_peak();
   stats_.peak_allocated_bytes = stats_.allocated_bytes;
   stats_.peak_reserved_bytes = stats_.reserved_bytes;
   stats_.peak_active_blocks = stats_.active_blocks;
@@ -388,6 +411,30 @@ AllocatorConfig CachingAllocator::config() const {
 void CachingAllocator::set_config(const AllocatorConfig& config) {
   std::lock_guard<std::mutex> lock(mutex_);
   config_ = config;
+}
+
+void CachingAllocator::start_trace(std::ostream& out) {
+  begin_trace(std::make_unique<AllocTraceWriter>(out, "the trace stream"));
+}
+
+void CachingAllocator::start_trace(const std::string& path) { begin_trace(std::make_unique<AllocTraceWriter>(path)); }
+
+void CachingAllocator::begin_trace(std::unique_ptr<AllocTraceWriter> trace) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  trace_.reset();
+  if (trace->failed()) return;
+  trace->header(config_, device_.mem_get_info().total);
+  // Blocks handed out before the trace starts appear as its first allocations, so that it reads alone.
+  std::vector<const Block*> live;
+  for (const auto& [ptr, block] : active_) live.push_back(block);
+  std::sort(live.begin(), live.end(), [](const Block* a, const Block* b) { return a->address() < b->address(); });
+  for (const Block* b : live) trace->allocate(b->size, b->stream, b->ptr);
+  trace_ = std::move(trace);
+}
+
+void CachingAllocator::stop_trace() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  trace_.reset();
 }
 
 }  // namespace rtx::cuda

@@ -1,11 +1,14 @@
 // The CUDA caching allocator's policy: pools of device segments split into blocks, best-fit reuse per
-// stream, deferred reuse of blocks used on other streams, out-of-memory recovery and statistics. It
-// talks to the device only through DeviceMemory, so it compiles without CUDA and is tested on a fake.
+// stream (huge free segments kept for huge requests), deferred reuse of blocks used on other streams,
+// out-of-memory recovery, statistics and a trace of its calls (alloc_trace.h). It talks to the device
+// only through DeviceMemory, so it compiles without CUDA and is tested on a fake.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -82,6 +85,8 @@ struct SegmentInfo {
   std::vector<BlockInfo> blocks;
 };
 
+class AllocTraceWriter;
+
 // A caching allocator over one device, safe to call from several threads.
 class RTX_API CachingAllocator {
  public:
@@ -91,6 +96,8 @@ class RTX_API CachingAllocator {
   static constexpr size_t kMinLargeAlloc = size_t{10} << 20;  // large requests below this get kLargeBuffer
   static constexpr size_t kLargeBuffer = size_t{20} << 20;  // large pool segment for small large requests
   static constexpr size_t kRoundLarge = size_t{2} << 20;    // larger segments are multiples of this
+  static constexpr size_t kHugeSegment = size_t{1} << 30;   // an entirely free segment this large ...
+  static constexpr size_t kHugeSplit = 4;                   // ... serves requests of at least 1/4 of it
 
   explicit CachingAllocator(DeviceMemory& device, AllocatorConfig config = {});
   // Returns every segment, including those of blocks still in use, to the device.
@@ -118,6 +125,15 @@ class RTX_API CachingAllocator {
   AllocatorConfig config() const;
   void set_config(const AllocatorConfig& config);
 
+  // Traces every later allocate, free, record_stream, empty_cache and reset_peak_stats call into `out`
+  // (which must outlive the trace) after a header line and an allocation line for every block handed
+  // out at the time; see alloc_trace.h. Replaces a running trace.
+  void start_trace(std::ostream& out);
+  // The same into the file at `path`; if it cannot be written a warning is logged and nothing is traced.
+  void start_trace(const std::string& path);
+  // Flushes and ends the trace, if one runs.
+  void stop_trace();
+
   // The size a request is rounded up to.
   static size_t round_size(size_t bytes);
   // The segment size allocated from the device for a rounded request.
@@ -132,6 +148,7 @@ class RTX_API CachingAllocator {
   using Pool = std::set<Block*, BlockLess>;
 
   Block* find_free_block(Pool& pool, size_t size, StreamHandle stream);
+  static bool kept_for_huge(const Block* block, size_t size);
   Block* allocate_segment(Pool& pool, size_t size, StreamHandle stream);
   void split_block(Block* block, size_t size);
   bool should_split(const Block* block, size_t size) const;
@@ -145,6 +162,7 @@ class RTX_API CachingAllocator {
   size_t largest_free_block() const;
   [[noreturn]] void throw_out_of_memory(size_t bytes);
   Block* active_block(void* ptr, const char* op) const;
+  void begin_trace(std::unique_ptr<AllocTraceWriter> trace);
 
   DeviceMemory& device_;
   AllocatorConfig config_;
@@ -156,6 +174,7 @@ class RTX_API CachingAllocator {
   std::vector<std::pair<EventHandle, Block*>> pending_;       // freed blocks waiting for other streams
   MemoryStats stats_;
   uint64_t clock_ = 0;  // counts blocks returned to the pools; orders free segments for garbage collection
+  std::unique_ptr<AllocTraceWriter> trace_;  // null unless tracing
 };
 
 }  // namespace rtx::cuda

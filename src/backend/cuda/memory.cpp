@@ -1,12 +1,16 @@
 // Device memory of the CUDA backend: one caching allocator per device (the policy is in
 // caching_allocator.cpp) over the runtime's cudaMalloc and events, installed as rtx's CUDA allocator,
 // and the public memory statistics. Allocators are made on first use and deliberately never
-// destroyed: at process exit the driver may already be gone.
+// destroyed: at process exit the driver may already be gone. RTX_CUDA_ALLOC_TRACE turns on their traces.
+#include <unistd.h>
+
 #include <array>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 
 #include "backend/cuda/caching_allocator.h"
+#include "backend/cuda/device_faults.h"
 #include "backend/cuda/runtime.h"
 #include "core/allocator.h"
 #include "core/check.h"
@@ -83,14 +87,40 @@ AllocatorConfig config_from_environment() {
   return text == nullptr ? AllocatorConfig{} : parse_alloc_conf(text);
 }
 
+pid_t g_tracing_process = 0;
+
+// Ends the traces at exit, which flushes them (the allocators themselves are never destroyed); a forked
+// child leaves the files to the process that traces.
+void stop_traces() {
+  if (getpid() != g_tracing_process) return;
+  for (DeviceAllocator& slot : g_allocators)
+    if (slot.allocator != nullptr) slot.allocator->stop_trace();
+}
+
+// With RTX_CUDA_ALLOC_TRACE=PATH, cuda:0's allocator is traced into PATH and cuda:i's into PATH.i.
+void trace_from_environment(CachingAllocator& allocator, int device) {
+  static const char* const path = std::getenv("RTX_CUDA_ALLOC_TRACE");
+  if (path == nullptr || *path == '\0') return;
+  static const bool registered = [] {
+    g_tracing_process = getpid();
+    return std::atexit(stop_traces) == 0;
+  }();
+  (void)registered;
+  allocator.start_trace(device == 0 ? std::string(path) : std::string(path) + "." + std::to_string(device));
+}
+
 // The caching allocator of `device` (a valid index), made on first use.
 CachingAllocator& allocator_for(int device) {
   RTX_CHECK(device < kMaxDevices, DeviceError, "[cuda] device cuda:{} is beyond the {} devices rtx supports", device,
             kMaxDevices);
   DeviceAllocator& slot = g_allocators[static_cast<size_t>(device)];
   std::call_once(slot.made, [&] {
+    // The device's index-fault record comes with its memory: before any kernel (or capture) on it.
+    detail::fault_record(device);
     static const AllocatorConfig config = config_from_environment();
-    slot.allocator = new CachingAllocator(*new RuntimeMemory(device), config);
+    auto* allocator = new CachingAllocator(*new RuntimeMemory(device), config);
+    trace_from_environment(*allocator, device);
+    slot.allocator = allocator;
   });
   return *slot.allocator;
 }
