@@ -274,27 +274,46 @@ bool gemm(const Tensor& out, const Tensor& a, const Tensor& b, const kernels::Ma
     make_layout(lb, types.data, B.rows, B.cols, B.ld, count, sb);
     make_layout(ld, types.data, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n, count, m * n);
     const std::array<uint32_t, 3> align{alignment(pa), alignment(pb), alignment(pd)};
-    const auto plan_for = [&](int64_t epilogue_kind) {
-      const GemmKey key{device, static_cast<int64_t>(out.dtype()), static_cast<int64_t>(types.compute), schemes,
-                        static_cast<int64_t>(A.op), static_cast<int64_t>(A.rows), static_cast<int64_t>(A.cols), A.ld,
-                        sa, static_cast<int64_t>(B.op), static_cast<int64_t>(B.rows), static_cast<int64_t>(B.cols),
-                        B.ld, sb, n, m, count, align[0], align[1], align[2], epilogue_kind};
-      return gemm_plans().get(
-          key, [&] { return choose_algorithm(handle, desc.get(), la.get(), lb.get(), ld.get(), schemes, align); });
+    const auto key_for = [&](int64_t epilogue_kind) {
+      return GemmKey{device, static_cast<int64_t>(out.dtype()), static_cast<int64_t>(types.compute), schemes,
+                     static_cast<int64_t>(A.op), static_cast<int64_t>(A.rows), static_cast<int64_t>(A.cols), A.ld, sa,
+                     static_cast<int64_t>(B.op), static_cast<int64_t>(B.rows), static_cast<int64_t>(B.cols), B.ld, sb,
+                     n, m, count, align[0], align[1], align[2], epilogue_kind};
     };
-    GemmPlan plan = plan_for(fused);
-    if (fused != 0 && !plan.found) {  // no algorithm with this epilogue for this problem
-      fused = 0;
+    const auto plan_for = [&](int64_t epilogue_kind) {
+      return gemm_plans().get(key_for(epilogue_kind), [&] {
+        return choose_algorithm(handle, desc.get(), la.get(), lb.get(), ld.get(), schemes, align);
+      });
+    };
+    const auto run = [&](const GemmPlan& plan) {
+      return cublasLtMatmul(handle, desc.get(), alpha, pa, la.get(), pb, lb.get(), beta, pd, ld.get(), pd, ld.get(),
+                            &plan.algo, ws, plan.workspace, scope.stream());
+    };
+    // Without the epilogue: its algorithm, with the bias prefilled into out when there is one.
+    const auto run_unfused = [&] {
       set(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_DEFAULT);
-      plan = plan_for(0);
+      const GemmPlan plan = plan_for(0);
+      RTX_CHECK(plan.found, Error, "[matmul] cuBLASLt found no algorithm for this product");
+      if (bias.defined()) {
+        copy_cuda(out, rtx::detail::make_view(bias, {m, n}, {0, 1}, bias.storage_offset()));
+        beta = alpha;  // both are one
+      }
+      RTX_CUBLAS_CHECK(run(plan));
+    };
+    if (fused == 0) {
+      run_unfused();
+      continue;
     }
-    RTX_CHECK(plan.found, Error, "[matmul] cuBLASLt found no algorithm for this product");
-    if (bias.defined() && fused == 0) {
-      copy_cuda(out, rtx::detail::make_view(bias, {m, n}, {0, 1}, bias.storage_offset()));
-      beta = alpha;  // both are one
-    }
-    RTX_CUBLAS_CHECK(cublasLtMatmul(handle, desc.get(), alpha, pa, la.get(), pb, lb.get(), beta, pd, ld.get(), pd,
-                                    ld.get(), &plan.algo, ws, plan.workspace, scope.stream()));
+    GemmPlan plan = plan_for(fused);
+    // The heuristic may offer an algorithm for the epilogue that the call then refuses
+    // (CUBLAS_STATUS_INVALID_VALUE or NOT_SUPPORTED for some shapes): that problem runs unfused from then on.
+    const cublasStatus_t status = plan.found ? run(plan) : CUBLAS_STATUS_NOT_SUPPORTED;
+    if (status == CUBLAS_STATUS_SUCCESS) continue;
+    if (plan.found && status != CUBLAS_STATUS_INVALID_VALUE && status != CUBLAS_STATUS_NOT_SUPPORTED)
+      RTX_CUBLAS_CHECK(status);
+    if (plan.found) gemm_plans().put(key_for(fused), GemmPlan{plan.algo, 0, false});
+    fused = 0;
+    run_unfused();
   }
   return fused == 2;
 }

@@ -17,6 +17,12 @@ class PlanCache {
  public:
   using Key = std::array<int64_t, N>;
 
+  // Replaces the plan of key (a plan the library refused when it ran).
+  void put(const Key& key, Plan plan) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    plans_.insert_or_assign(key, std::move(plan));
+  }
+
   // The plan of key, made by make() on first use. make runs outside the lock (heuristics can be
   // slow); two threads racing on a new key both make it and the first one stored wins.
   template <typename Make>
