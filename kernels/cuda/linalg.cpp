@@ -244,10 +244,14 @@ bool gemm(const Tensor& out, const Tensor& a, const Tensor& b, const kernels::Ma
   const Operand A = operand(b), B = operand(a);  // out^T = b^T @ a^T: b is cuBLAS's first operand
   const GemmTypes types = gemm_types(out.dtype());
   const uint32_t schemes = reduction_schemes(out.dtype());
-  MatmulDesc desc;
-  RTX_CUBLAS_CHECK(cublasLtMatmulDescCreate(desc.out(), types.compute, types.scale));
-  set(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(A.op));
-  set(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(B.op));
+  // The plain product's description, and the fused one's (the epilogue's attributes on top): kept
+  // apart, so that a product that falls back runs with no epilogue attribute left set.
+  MatmulDesc desc, fused_desc;
+  for (MatmulDesc* d : {&desc, &fused_desc}) {
+    RTX_CUBLAS_CHECK(cublasLtMatmulDescCreate(d->out(), types.compute, types.scale));
+    set(d->get(), CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(A.op));
+    set(d->get(), CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(B.op));
+  }
   const double one = 1.0, zero = 0.0;
   const float one_f = 1.0f, zero_f = 0.0f;
   const bool dbl = types.scale == CUDA_R_64F;
@@ -257,8 +261,9 @@ bool gemm(const Tensor& out, const Tensor& a, const Tensor& b, const kernels::Ma
   const Tensor& vector = bias.defined() ? bias : epilogue.a_sums;
   int64_t fused = !vector.defined() || alignment(vector.data_ptr()) < kEpilogueAlignment ? 0 : bias.defined() ? 1 : 2;
   if (fused != 0) {
-    set(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, fused == 1 ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB);
-    set(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, vector.data_ptr());
+    set(fused_desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE,
+        fused == 1 ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB);
+    set(fused_desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, vector.data_ptr());
   }
   const cublasLtHandle_t handle = lt_handle(device);
   void* ws = workspace(device, scope.stream());
@@ -280,25 +285,25 @@ bool gemm(const Tensor& out, const Tensor& a, const Tensor& b, const kernels::Ma
                      static_cast<int64_t>(B.op), static_cast<int64_t>(B.rows), static_cast<int64_t>(B.cols), B.ld, sb,
                      n, m, count, align[0], align[1], align[2], epilogue_kind};
     };
+    const auto desc_of = [&](int64_t epilogue_kind) { return epilogue_kind == 0 ? desc.get() : fused_desc.get(); };
     const auto plan_for = [&](int64_t epilogue_kind) {
       return gemm_plans().get(key_for(epilogue_kind), [&] {
-        return choose_algorithm(handle, desc.get(), la.get(), lb.get(), ld.get(), schemes, align);
+        return choose_algorithm(handle, desc_of(epilogue_kind), la.get(), lb.get(), ld.get(), schemes, align);
       });
     };
-    const auto run = [&](const GemmPlan& plan) {
-      return cublasLtMatmul(handle, desc.get(), alpha, pa, la.get(), pb, lb.get(), beta, pd, ld.get(), pd, ld.get(),
-                            &plan.algo, ws, plan.workspace, scope.stream());
+    const auto run = [&](const GemmPlan& plan, int64_t epilogue_kind) {
+      return cublasLtMatmul(handle, desc_of(epilogue_kind), alpha, pa, la.get(), pb, lb.get(), beta, pd, ld.get(), pd,
+                            ld.get(), &plan.algo, ws, plan.workspace, scope.stream());
     };
-    // Without the epilogue: its algorithm, with the bias prefilled into out when there is one.
+    // Without the epilogue: the plain product, with the bias prefilled into out when there is one.
     const auto run_unfused = [&] {
-      set(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_DEFAULT);
       const GemmPlan plan = plan_for(0);
       RTX_CHECK(plan.found, Error, "[matmul] cuBLASLt found no algorithm for this product");
       if (bias.defined()) {
         copy_cuda(out, rtx::detail::make_view(bias, {m, n}, {0, 1}, bias.storage_offset()));
         beta = alpha;  // both are one
       }
-      RTX_CUBLAS_CHECK(run(plan));
+      RTX_CUBLAS_CHECK(run(plan, 0));
     };
     if (fused == 0) {
       run_unfused();
@@ -307,7 +312,7 @@ bool gemm(const Tensor& out, const Tensor& a, const Tensor& b, const kernels::Ma
     GemmPlan plan = plan_for(fused);
     // The heuristic may offer an algorithm for the epilogue that the call then refuses
     // (CUBLAS_STATUS_INVALID_VALUE or NOT_SUPPORTED for some shapes): that problem runs unfused from then on.
-    const cublasStatus_t status = plan.found ? run(plan) : CUBLAS_STATUS_NOT_SUPPORTED;
+    const cublasStatus_t status = plan.found ? run(plan, fused) : CUBLAS_STATUS_NOT_SUPPORTED;
     if (status == CUBLAS_STATUS_SUCCESS) continue;
     if (plan.found && status != CUBLAS_STATUS_INVALID_VALUE && status != CUBLAS_STATUS_NOT_SUPPORTED)
       RTX_CUBLAS_CHECK(status);
