@@ -9,7 +9,6 @@
 #include "backend/cuda/runtime.h"
 #include "core/allocator.h"
 #include "core/check.h"
-#include "core/checked_size.h"
 
 namespace rtx::cuda {
 namespace {
@@ -24,10 +23,8 @@ class PinnedAllocator final : public rtx::detail::Allocator {
  public:
   void* allocate(size_t nbytes, Device) override {
     if (nbytes == 0) return nullptr;
-    RTX_CHECK(nbytes <= rtx::detail::kMaxAllocBytes, OutOfMemoryError,
-              "[pinned] cannot allocate {} bytes of page-locked memory: more than any allocation may ask for", nbytes);
     size_t size = 512;
-    while (size < nbytes) size *= 2;  // at most 2^63: nbytes <= 2^63 - 1
+    while (size < nbytes) size *= 2;
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto it = free_.lower_bound(size); it != free_.end() && it->first == size; ++it) {
       PinnedBlock& block = blocks_.at(it->second);
