@@ -14,9 +14,10 @@ fi
 required=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev
           libfmt-dev libspdlog-dev libopenblas-dev zlib1g-dev python3 pybind11-dev
           dataset-fashion-mnist bible-kjv)
-# Nice to have: the build works without them (libdnnl-dev: oneDNN's CPU convolutions; hipcc: the AMD
-# compile check of the CUDA sources; clang with compiler-rt: the libFuzzer targets of the file readers).
-optional=(ccache python3-numpy libdnnl-dev hipcc clang libclang-rt-14-dev)
+# Nice to have: the build works without them (libdnnl-dev: oneDNN's CPU convolutions; libgloo-dev: the
+# gloo backend of rustytorch.distributed; hipcc: the AMD compile check of the CUDA sources; clang with
+# compiler-rt: the libFuzzer targets of the file readers).
+optional=(ccache python3-numpy libdnnl-dev libgloo-dev hipcc clang libclang-rt-14-dev)
 
 is_installed() {
   dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"

@@ -51,4 +51,22 @@ class RTX_API CheckpointError : public Error {
   using Error::Error;
 };
 
+// A distributed operation that failed: a peer that died or never came, a timeout, a group used wrongly
+// (Python: rustytorch.distributed.DistError). The message names the rank, the key or collective and
+// the timeout.
+class RTX_API DistributedError : public Error {
+ public:
+  using Error::Error;
+};
+// A collective or point-to-point operation of a backend that failed (Python: DistBackendError).
+class RTX_API DistBackendError : public DistributedError {
+ public:
+  using DistributedError::DistributedError;
+};
+// A store operation that failed or timed out (Python: DistStoreError).
+class RTX_API DistStoreError : public DistributedError {
+ public:
+  using DistributedError::DistributedError;
+};
+
 }  // namespace rtx

@@ -8,6 +8,7 @@
 #include "rtx/cuda.h"
 #include "rtx/data.h"
 #include "rtx/device.h"
+#include "rtx/distributed.h"
 #include "rtx/dtype.h"
 #include "rtx/error.h"
 #include "rtx/nn.h"

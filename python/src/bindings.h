@@ -26,6 +26,7 @@ void bind_optim(py::module_& m);
 void bind_amp(py::module_& m);
 void bind_text(py::module_& m);
 void bind_data(py::module_& m);
+void bind_distributed(py::module_& m);
 
 // (values, indices) as the namedtuple type rustytorch._C.ValuesIndices.
 py::object values_indices(const ValuesIndices& r);

@@ -17,6 +17,9 @@ PyObject* g_index = nullptr;
 PyObject* g_value = nullptr;
 PyObject* g_oom = nullptr;
 PyObject* g_checkpoint = nullptr;
+PyObject* g_dist = nullptr;
+PyObject* g_dist_backend = nullptr;
+PyObject* g_dist_store = nullptr;
 
 PyObject* new_error(py::module_& m, const char* name, py::tuple bases, const char* doc) {
   const std::string qualified = std::string("rustytorch.") + name;
@@ -43,6 +46,11 @@ void bind_errors(py::module_& m) {
                       "An argument value that is not allowed.");
   g_oom = new_error(m, "OutOfMemoryError", py::make_tuple(base), "A device allocation that failed.");
   g_checkpoint = new_error(m, "CheckpointError", py::make_tuple(base), "A file that cannot be read or written.");
+  g_dist = new_error(m, "DistError", py::make_tuple(base), "A distributed operation that failed.");
+  g_dist_backend = new_error(m, "DistBackendError", py::make_tuple(py::handle(g_dist)),
+                             "A collective or point-to-point operation that failed.");
+  g_dist_store = new_error(m, "DistStoreError", py::make_tuple(py::handle(g_dist)),
+                           "A store operation that failed or timed out.");
   py::register_local_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -60,6 +68,12 @@ void bind_errors(py::module_& m) {
       PyErr_SetString(g_oom, e.what());
     } catch (const rtx::CheckpointError& e) {
       PyErr_SetString(g_checkpoint, e.what());
+    } catch (const rtx::DistBackendError& e) {
+      PyErr_SetString(g_dist_backend, e.what());
+    } catch (const rtx::DistStoreError& e) {
+      PyErr_SetString(g_dist_store, e.what());
+    } catch (const rtx::DistributedError& e) {
+      PyErr_SetString(g_dist, e.what());
     } catch (const rtx::Error& e) {
       PyErr_SetString(g_error, e.what());
     } catch (const py::cast_error&) {

@@ -37,6 +37,7 @@ PYBIND11_MODULE(_C, m) {
   bind_amp(m);
   bind_text(m);
   bind_data(m);
+  bind_distributed(m);
   m.attr("__version__") = rtx::version();
   m.def("built_with_cuda", &rtx::built_with_cuda);
   m.attr("_built_with_cudnn") = py::bool_(RTX_WITH_CUDNN != 0);

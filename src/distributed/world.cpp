@@ -1,0 +1,193 @@
+// The default group: init_process_group's rendezvous (env:// and tcp://, rank and world size from
+// torchrun's, OpenMPI's or Slurm's variables), the backend choice, new_group and teardown.
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <mutex>
+
+#include "rtx/distributed.h"
+
+namespace rtx::dist {
+namespace {
+
+struct World {
+  std::mutex mu;
+  std::shared_ptr<ProcessGroup> group;
+  std::shared_ptr<Store> store;
+  std::string host;  // the address the Gloo devices listen on
+  int next_group = 0;
+};
+
+World& world() {
+  static World w;
+  return w;
+}
+
+const char* not_initialized() {
+  return "Default process group has not been initialized, please make sure to call init_process_group.";
+}
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+int parse_int(const std::string& s, const char* what) {
+  try {
+    size_t used = 0;
+    const long v = std::stol(s, &used);
+    if (used == s.size()) return static_cast<int>(v);
+  } catch (const std::exception&) {
+  }
+  throw ValueError(std::string("[init_process_group] ") + what + " '" + s + "' is not an integer");
+}
+
+// The first of the variables that is set, parsed.
+int from_env(std::initializer_list<const char*> names, const char* what) {
+  for (const char* n : names)
+    if (auto v = env(n)) return parse_int(*v, n);
+  std::string list;
+  for (const char* n : names) list += (list.empty() ? "" : ", ") + std::string(n);
+  throw ValueError(std::string("[init_process_group] the ") + what + " was not given and none of " + list +
+                   " is set");
+}
+
+std::string required_env(const char* name) {
+  if (auto v = env(name)) return *v;
+  throw ValueError(std::string("[init_process_group] env:// rendezvous: environment variable ") + name +
+                   " expected, but not set");
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+std::string check_backend(const std::string& backend) {
+  std::string b;
+  for (char c : backend) b.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  if (b.empty() || b == "gloo" || b == "cpu:gloo") return "gloo";
+  if (b == "nccl" || b == "cuda:nccl") {
+    throw DistBackendError("[init_process_group] backend 'nccl' (CUDA tensors) is not built yet in rustytorch; use "
+                           "backend='gloo' with CPU tensors");
+  }
+  throw ValueError("[init_process_group] unknown backend '" + backend + "'; rustytorch has 'gloo'");
+}
+
+}  // namespace
+
+void init_process_group(const InitOptions& o) {
+  const std::string backend = check_backend(o.backend);
+  if (o.timeout.count() <= 0) throw ValueError("[init_process_group] the timeout must be positive");
+  World& w = world();
+  std::lock_guard<std::mutex> lock(w.mu);
+  if (w.group) throw ValueError("[init_process_group] trying to initialize the default process group twice!");
+  const int rank = o.rank >= 0 ? o.rank : from_env({"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}, "rank");
+  const int size =
+      o.world_size >= 0 ? o.world_size : from_env({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, "world_size");
+  if (size < 1 || rank < 0 || rank >= size) {
+    throw ValueError("[init_process_group] rank " + std::to_string(rank) + " is not in [0, world_size " +
+                     std::to_string(size) + ")");
+  }
+  std::shared_ptr<Store> store = o.store;
+  if (!store) {
+    std::string addr;
+    int port;
+    const std::string& m = o.init_method;
+    if (m.empty() || m == "env://") {
+      addr = required_env("MASTER_ADDR");
+      port = parse_int(required_env("MASTER_PORT"), "MASTER_PORT");
+    } else if (m.rfind("tcp://", 0) == 0) {
+      const std::string rest = m.substr(6);
+      const size_t colon = rest.rfind(':');
+      if (colon == std::string::npos || colon == 0) {
+        throw ValueError("[init_process_group] init_method '" + m + "' must be tcp://host:port");
+      }
+      addr = rest.substr(0, colon);
+      if (addr.size() > 2 && addr.front() == '[' && addr.back() == ']') addr = addr.substr(1, addr.size() - 2);
+      port = parse_int(rest.substr(colon + 1), "the port of init_method");
+    } else {
+      throw ValueError("[init_process_group] init_method '" + m + "' is not supported; use env:// or tcp://host:port");
+    }
+    store = std::make_shared<TCPStore>(addr, port, size, rank == 0, o.timeout);
+  }
+  // Peers that meet through a store on loopback are on this host: the Gloo devices listen there too.
+  const auto* tcp = dynamic_cast<const TCPStore*>(store.get());
+  const std::string host = tcp != nullptr && is_loopback(tcp->host()) ? "127.0.0.1" : "";
+  w.group = make_gloo_group(std::make_shared<PrefixStore>("default_pg", store), rank, size, o.timeout, {}, host);
+  w.store = store;
+  w.host = host;
+  w.next_group = 0;
+}
+
+void destroy_process_group() {
+  World& w = world();
+  std::shared_ptr<ProcessGroup> group;
+  std::shared_ptr<Store> store;
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    group = std::move(w.group);
+    store = std::move(w.store);
+  }
+  // Released outside the lock: a group finishes its queued work first.
+}
+
+bool is_initialized() {
+  World& w = world();
+  std::lock_guard<std::mutex> lock(w.mu);
+  return w.group != nullptr;
+}
+
+std::shared_ptr<ProcessGroup> default_group() {
+  World& w = world();
+  std::lock_guard<std::mutex> lock(w.mu);
+  if (!w.group) throw ValueError(not_initialized());
+  return w.group;
+}
+
+std::shared_ptr<Store> default_store() {
+  World& w = world();
+  std::lock_guard<std::mutex> lock(w.mu);
+  if (!w.group) throw ValueError(not_initialized());
+  return w.store;
+}
+
+std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks, std::optional<Timeout> timeout,
+                                        const std::string& backend) {
+  check_backend(backend);
+  World& w = world();
+  std::shared_ptr<ProcessGroup> world_group;
+  std::shared_ptr<Store> store;
+  std::string host;
+  int id;
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    if (!w.group) throw ValueError(not_initialized());
+    world_group = w.group;
+    store = w.store;
+    host = w.host;
+    id = w.next_group++;
+  }
+  const int world_size = world_group->size();
+  if (ranks.empty()) {
+    for (int r = 0; r < world_size; ++r) ranks.push_back(r);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= world_size) {
+      throw ValueError("[new_group] rank " + std::to_string(ranks[i]) + " is not in [0, world_size " +
+                       std::to_string(world_size) + ")");
+    }
+    if (i > 0 && ranks[i] == ranks[i - 1]) {
+      throw ValueError("[new_group] rank " + std::to_string(ranks[i]) + " is listed twice");
+    }
+  }
+  int mine = -1;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i] == world_group->rank()) mine = static_cast<int>(i);
+  if (mine < 0) return nullptr;
+  return make_gloo_group(std::make_shared<PrefixStore>("group_" + std::to_string(id), store), mine,
+                         static_cast<int>(ranks.size()), timeout.value_or(world_group->timeout()), ranks, host);
+}
+
+}  // namespace rtx::dist
