@@ -55,8 +55,8 @@ const std::string kHeader =
 
 TEST(AllocTraceTest, WritesOneLinePerCall) {
   SimulatedDevice dev(kGiB);
+  std::ostringstream out;  // outlives the allocator, whose destructor flushes the trace into it
   CachingAllocator a(dev, parse_alloc_conf("max_split_size_mb:64,garbage_collection_threshold:0.5"));
-  std::ostringstream out;
   a.start_trace(out);
   void* p = a.allocate(1000, 0x10);
   EXPECT_EQ(a.allocate(0, 0x10), nullptr);  // neither traced
