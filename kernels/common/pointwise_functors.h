@@ -19,6 +19,28 @@ RTX_INLINE bool is_nan(T x) {
   else return false;
 }
 
+// take ? a : b. On the host through bit masks: compilers turn a ?: whose condition is read from
+// memory into a branch per element, which mispredicts on data-dependent conditions; the masks
+// vectorize.
+template <typename T>
+RTX_INLINE T select(bool take, T a, T b) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return take ? a : b;
+#else
+  using U = std::conditional_t<sizeof(T) == 8, uint64_t,
+                               std::conditional_t<sizeof(T) == 4, uint32_t, std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t>>>;
+  static_assert(sizeof(U) == sizeof(T), "select: no integer type of this size");
+  U ua, ub;
+  std::memcpy(&ua, &a, sizeof(T));
+  std::memcpy(&ub, &b, sizeof(T));
+  const U mask = static_cast<U>(U(0) - static_cast<U>(take));
+  const U r = static_cast<U>((ua & mask) | (ub & static_cast<U>(~mask)));
+  T out;
+  std::memcpy(&out, &r, sizeof(T));
+  return out;
+#endif
+}
+
 // ---- tanh -------------------------------------------------------------------------------------
 // The host's float tanh: straight-line arithmetic that the compiler vectorizes (the C library's
 // tanhf is a call per element), within 2 ulp of the exact value. |x| < 0.625 takes an odd
@@ -174,6 +196,13 @@ struct GeluTanhBackward {
     const T t = tanh_of(k * (x + T(0.044715) * x * x * x));
     return g * (T(0.5) * (T(1) + t) + T(0.5) * k * x * (T(1) - t * t) * (T(1) + T(3 * 0.044715) * x * x));
   }
+};
+// The gradient of relu-like ops from the incoming gradient g and the output: g where out exceeds
+// the threshold, else 0 (PyTorch's threshold_backward; a NaN output passes g, and a NaN or infinite
+// g below the threshold gives 0).
+struct ThresholdBackward {
+  double threshold;
+  template <typename T> RTX_INLINE T operator()(T g, T out) const { return out <= static_cast<T>(threshold) ? T(0) : g; }
 };
 struct LeakyRelu {
   double slope;
@@ -343,7 +372,7 @@ struct IsFinite {
 
 // ---- ternary ----------------------------------------------------------------------------------
 struct Where {
-  template <typename T> RTX_INLINE T operator()(bool c, T a, T b) const { return c ? a : b; }
+  template <typename T> RTX_INLINE T operator()(bool c, T a, T b) const { return select(c, a, b); }
 };
 // x + value * t1 * t2
 struct Addcmul {

@@ -369,14 +369,16 @@ void conv2d_backward_input_cuda(const Tensor& grad_x, const Tensor& grad_out, co
   run<BackwardData>(s, p, grad_x.dtype(), grad_x.device(), bytes(grad_x), bytes(weight), bytes(grad_out), 0.0, false);
 }
 
-void conv2d_backward_weight_cuda(const Tensor& grad_w, const Tensor& grad_out, const Tensor& x,
+// The bias gradient is left to the front-end's sum (cuDNN computes it in a call of its own).
+bool conv2d_backward_weight_cuda(const Tensor& grad_w, const Tensor&, const Tensor& grad_out, const Tensor& x,
                                  const Conv2dParams& p) {
   if (x.numel() == 0) {  // no images
     fill_cuda(grad_w, 0);
-    return;
+    return false;
   }
   const ConvShape s = shape_of(x.sizes(), grad_w.sizes(), grad_out.sizes());
   run<BackwardFilter>(s, p, grad_w.dtype(), grad_w.device(), bytes(x), bytes(grad_w), bytes(grad_out), 0.0, true);
+  return false;
 }
 
 #else  // no cuDNN in this build
@@ -390,7 +392,7 @@ void conv2d_cuda(const Tensor&, const Tensor&, const Tensor&, const Tensor&, con
 void conv2d_backward_input_cuda(const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
   no_cudnn("conv2d");
 }
-void conv2d_backward_weight_cuda(const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
+bool conv2d_backward_weight_cuda(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
   no_cudnn("conv2d");
 }
 

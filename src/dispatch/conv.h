@@ -23,9 +23,12 @@ using Conv2dFn = void(const Tensor& out, const Tensor& x, const Tensor& weight, 
 // grad_x [N, C, H, W] from grad_out [N, O, OH, OW] and weight (writes every element).
 using Conv2dBackwardInputFn = void(const Tensor& grad_x, const Tensor& grad_out, const Tensor& weight,
                                    const Conv2dParams& p);
-// grad_weight [O, C / groups, kH, kW] from grad_out and x (writes every element).
-using Conv2dBackwardWeightFn = void(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& x,
-                                    const Conv2dParams& p);
+// grad_weight [O, C / groups, kH, kW] from grad_out and x (writes every element), and grad_bias [O]
+// (undefined: not asked for), the sums of grad_out over images and positions, where the backend
+// computes them in the same pass; returns whether grad_bias was written (false: the backend fuses no
+// such sums into this pass, and the caller computes them).
+using Conv2dBackwardWeightFn = bool(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
+                                    const Tensor& x, const Conv2dParams& p);
 
 // The family's kernels, each with its signature (src/core/dispatch.h says how the list is used).
 #define RTX_CONV_KERNELS(X)                         \

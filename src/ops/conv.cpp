@@ -3,6 +3,8 @@
 // recorded with a formula of its own written with conv2d and the other backward op (they are linear
 // in their gradient input), so second and higher derivatives are exact. conv_transpose2d is conv2d's
 // input gradient.
+#include <utility>
+
 #include "autograd/function.h"
 #include "dispatch/conv.h"
 #include "ops/conv_internal.h"
@@ -70,6 +72,19 @@ Shape conv_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p) {
           window_count(x[3], w[3], p.padding[1], p.stride[1], p.dilation[1])};
 }
 
+// The weight and bias gradients of conv2d, the bias's summed in the weight gradient's pass where the
+// backend does that. Not recorded: only for a backward that builds no graph.
+std::pair<Tensor, Tensor> conv_parameter_grads(const Tensor& g, const Tensor& x, const Shape& w_size,
+                                               const Conv2dParams& p) {
+  Tensor grad_w = detail::make_tensor(w_size, g.dtype(), g.device());
+  Tensor grad_b = detail::make_tensor({w_size[0]}, g.dtype(), g.device());
+  bool summed = false;
+  if (grad_w.numel() > 0)
+    summed = kernels::conv2d_backward_weight_kernel.get(g.device())(grad_w, grad_b, contiguous_raw(g),
+                                                                    contiguous_raw(x), p);
+  return {grad_w, summed ? grad_b : sum(g, {0, 2, 3})};
+}
+
 // conv2d on a 4-d input, recorded.
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
   Tensor out = detail::make_tensor(conv_output_shape(x.sizes(), w.sizes(), p), x.dtype(), x.device());
@@ -82,8 +97,12 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, cons
     node->save(need_x ? w : Tensor());
     node->set_backward([need_x, need_w, need_b, p, x_size = x.sizes(), w_size = w.sizes()](const TensorList& g,
                                                                                             const TensorList& s) {
-      return TensorList{need_x ? detail::conv2d_backward_input(g[0], s[1], x_size, p) : Tensor(),
-                        need_w ? detail::conv2d_backward_weight(g[0], s[0], w_size, p) : Tensor(),
+      const Tensor grad_x = need_x ? detail::conv2d_backward_input(g[0], s[1], x_size, p) : Tensor();
+      if (need_w && need_b && !is_grad_enabled()) {
+        auto [grad_w, grad_b] = conv_parameter_grads(g[0], s[0], w_size, p);
+        return TensorList{grad_x, grad_w, grad_b};
+      }
+      return TensorList{grad_x, need_w ? detail::conv2d_backward_weight(g[0], s[0], w_size, p) : Tensor(),
                         need_b ? sum(g[0], {0, 2, 3}) : Tensor()};
     });
     autograd::set_history(out, node);
@@ -194,8 +213,8 @@ Tensor conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Sha
                               const Conv2dParams& p) {
   Tensor grad_w = make_tensor(weight_size, grad_out.dtype(), grad_out.device());
   if (grad_w.numel() > 0)
-    kernels::conv2d_backward_weight_kernel.get(grad_out.device())(grad_w, contiguous_raw(grad_out), contiguous_raw(x),
-                                                                  p);
+    kernels::conv2d_backward_weight_kernel.get(grad_out.device())(grad_w, Tensor(), contiguous_raw(grad_out),
+                                                                  contiguous_raw(x), p);
   if (auto node = autograd::make_node("conv2d_backward_weight", grad_out, x)) {
     const bool need_g = autograd::requires_grad(grad_out), need_x = autograd::requires_grad(x);
     node->save(need_x ? grad_out : Tensor());

@@ -120,6 +120,23 @@ void check_exponent(const char* op, const Tensor& a, const Scalar& b) {
 // Gradient formula helpers for the table.
 Tensor zero_grad(const Tensor& g) { return zeros_like(g); }
 
+// relu's input gradient in one pass: g where out > threshold, else 0 (PyTorch's threshold_backward).
+// Recorded for higher derivatives: it is linear in g, so its gradient is threshold_backward of the
+// incoming gradient, and zero (almost everywhere) in out.
+Tensor threshold_backward(const Tensor& g, const Tensor& out, double threshold) {
+  Broadcast bc = broadcast_pair("threshold_backward", g, out, g.dtype());
+  Tensor grad = detail::make_tensor(bc.shape, g.dtype(), bc.device);
+  if (grad.numel() > 0) kernels::threshold_backward_kernel.get(bc.device)(grad, bc.a, bc.b, fn::ThresholdBackward{threshold});
+  if (auto node = autograd::make_node("threshold_backward", g, out)) {
+    node->save(out);
+    node->set_backward([threshold](const TensorList& gg, const TensorList& s) {
+      return TensorList{threshold_backward(gg[0], s[0], threshold), Tensor()};
+    });
+    autograd::set_history(grad, node);
+  }
+  return grad;
+}
+
 }  // namespace
 
 // ---- ops generated from the table ---------------------------------------------------------------

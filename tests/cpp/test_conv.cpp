@@ -172,6 +172,40 @@ TEST_P(ConvTest, Conv2dGradients) {
   EXPECT_TRUE(gradcheck([&](const TensorList& t) { return TensorList{run_conv(x, t[0], {}, c)}; }, {leaf(c.w, dev(), 5)}));
 }
 
+TEST_P(ConvTest, Conv2dBiasGradientEveryWay) {
+  // The bias gradient is grad_out summed over images and positions, whether the weight gradient's
+  // pass computes it (weight and bias both asked for, no graph of the backward), the front-end sums
+  // it (the bias alone), or the backward is recorded (create_graph).
+  for (DType dt : {kFloat64, kFloat32, kBFloat16}) {
+    uint64_t seed = 40;
+    for (const ConvCase& c : kConvCases) {
+      if (!c.bias) continue;
+      const Tensor x = quarter_tensor(c.x, seed++, dev(), dt), w0 = quarter_tensor(c.w, seed++, dev(), dt);
+      const Tensor b0 = quarter_tensor({c.w[0]}, seed++, dev(), dt);
+      const Tensor g = quarter_tensor(out_shape(c.x, c.w, c), seed++, dev(), dt);
+      const std::vector<double> gv = values(g);
+      const int64_t plane = g.size(2) * g.size(3);
+      std::vector<double> expected(static_cast<size_t>(c.w[0]), 0.0);
+      for (size_t i = 0; i < gv.size(); ++i) expected[(i / static_cast<size_t>(plane)) % expected.size()] += gv[i];
+      std::vector<double> weight_grad(static_cast<size_t>(numel(c.w)), 0.0);
+      const std::vector<double> xv = values(x);
+      conv_loops(c.x, c.w, c, [&](int64_t o, int64_t xi, int64_t wi) { weight_grad[wi] += gv[o] * xv[xi]; });
+      // Sums of quarter products are exact in float32; bfloat16 rounds them once.
+      const Tensor sums = make(expected, {c.w[0]}).to(dt);
+      const std::string what = std::string(dtype_name(dt)) + " w " + ::testing::PrintToString(c.w);
+      const Tensor w = w0.detach().requires_grad_(), b = b0.detach().requires_grad_();
+      const TensorList both = autograd::grad({run_conv(x, w, b, c)}, {w, b}, {g});
+      EXPECT_TRUE(all_close(both[1], sums, 0, 0)) << what << " with the weight gradient";
+      EXPECT_TRUE(all_close(both[0], make(weight_grad, c.w), dt == kBFloat16 ? 1e-2 : 1e-5, 1e-4)) << what << " weight";
+      const TensorList alone = autograd::grad({run_conv(x, w0, b, c)}, {b}, {g});
+      EXPECT_TRUE(all_close(alone[0], sums, 0, 0)) << what << " alone";
+      const TensorList recorded = autograd::grad({run_conv(x, w, b, c)}, {w, b}, {g}, std::nullopt, true);
+      EXPECT_TRUE(all_close(recorded[1], sums, 0, 0)) << what << " recorded";
+      EXPECT_EQ(both[1].dtype(), dt);
+    }
+  }
+}
+
 TEST_P(ConvTest, Conv2dSecondOrderGradients) {
   const std::vector<ConvCase> cases = {
       {{2, 4, 5, 4}, {4, 2, 2, 2}, {2, 1}, {1, 0}, {1, 2}, 2, true},

@@ -193,6 +193,33 @@ TEST_P(LinalgTest, MatmulLargeAndManySmallProducts) {
   EXPECT_EQ(get_num_threads(), threads);
 }
 
+TEST_P(LinalgTest, MatmulFloat32SameBitsForEveryThreadCount) {
+  // float32 products small and large (in a build with oneDNN: OpenBLAS's and oneDNN's sgemm), plain,
+  // transposed and batched, on irregular data: the same bits with one thread as with two, within
+  // float32's rounding bound of the float64 product.
+  const std::vector<ShapePair> cases = {{{20, 20}, {20, 20}},     {{70, 80}, {80, 90}},   {{128, 256}, {256, 10}},
+                                        {{16, 4096}, {4096, 24}}, {{3, 40, 64}, {64, 48}}, {{300, 64}, {64, 200}}};
+  const int threads = get_num_threads();
+  uint64_t seed = 91;
+  for (const auto& [sa, sb] : cases) {
+    for (bool transposed : {false, true}) {
+      const Tensor a = make(smooth(numel(sa), seed++), sa, dev(), kFloat32);
+      const Tensor b0 = make(smooth(numel(sb), seed++), sb, dev(), kFloat32);
+      const Tensor b = transposed ? b0.mT().contiguous().mT() : b0;
+      set_num_threads(2);
+      const std::vector<double> two = values(matmul(a, b));
+      set_num_threads(1);
+      const std::vector<double> one = values(matmul(a, b));
+      set_num_threads(threads);
+      EXPECT_EQ(one, two) << ::testing::PrintToString(sa) << " x " << ::testing::PrintToString(sb);
+      const auto ref = values(ref_matmul(a, b)), bound = values(ref_matmul(rtx::abs(a), rtx::abs(b)));
+      const int64_t k = sa.back();
+      for (size_t i = 0; i < two.size(); ++i)
+        ASSERT_LE(std::fabs(two[i] - ref[i]), k * std::ldexp(1.0, -24) * bound[i]) << "element " << i;
+    }
+  }
+}
+
 TEST_P(LinalgTest, MmAndBmm) {
   const Tensor a = quarter_tensor({3, 4}, 61, dev()), b = quarter_tensor({4, 2}, 62, dev());
   EXPECT_TRUE(all_close(mm(a, b), ref_matmul(a, b)));

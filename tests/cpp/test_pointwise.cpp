@@ -1,10 +1,12 @@
 // Tests of the pointwise family: every op of rtx/pointwise.def (swept from the table itself) against
 // float64 references over dtypes, broadcasting, strided layouts, 0-d and empty tensors, scalar operands
-// and in-place variants; integer and NaN edge cases; the ops with parameters; first and second order
-// gradients of every differentiable op.
+// and in-place variants; integer and NaN edge cases; the ops with parameters and the gradient kernels
+// (swept from the table too); first and second order gradients of every differentiable op.
 #include <cmath>
 #include <cstdint>
+#include <algorithm>
 #include <limits>
+#include <map>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -893,6 +895,83 @@ TEST_P(PointwiseTest, ActivationsWithParameters) {
   EXPECT_TRUE(throws<ValueError>([&] { softplus(x, 0); }, "beta"));
 }
 
+// The table's gradient kernels (its functor ops named *_backward), each reached through the op it
+// differentiates, with the reference of that gradient from the incoming gradient g and the input x.
+// The sweep fails for a gradient kernel without an entry.
+struct GradientKernel {
+  Tensor (*forward)(const Tensor&);
+  double (*ref)(double g, double x);
+};
+const std::map<std::string, GradientKernel> kGradientKernels = {
+    {"gelu_backward",
+     {[](const Tensor& x) { return gelu(x); },
+      [](double g, double x) { return g * (0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI)); }}},
+    {"gelu_tanh_backward",
+     {[](const Tensor& x) { return gelu(x, "tanh"); },
+      [](double g, double x) {
+        const double k = std::sqrt(2 / M_PI), t = std::tanh(k * (x + 0.044715 * x * x * x));
+        return g * (0.5 * (1 + t) + 0.5 * k * x * (1 - t * t) * (1 + 3 * 0.044715 * x * x));
+      }}},
+    // relu's: g where relu(x) > 0, so a NaN input passes g (PyTorch's threshold_backward).
+    {"threshold_backward",
+     {[](const Tensor& x) { return relu(x); }, [](double g, double x) { return x > 0 || std::isnan(x) ? g : 0.0; }}},
+};
+
+std::vector<std::string> table_gradient_kernels() {
+  std::vector<std::string> names;
+#define RTX_BINARY_FUNCTOR(name, F, types)                                                  \
+  if (std::string(#name).size() > 9 && std::string(#name).substr(std::string(#name).size() - 9) == "_backward") \
+    names.push_back(#name);
+#include "rtx/pointwise.def"
+  return names;
+}
+
+TEST_P(PointwiseTest, GradientKernelsAllFloatTypesAndLayouts) {
+  const std::vector<std::string> names = table_gradient_kernels();
+  EXPECT_EQ(names.size(), kGradientKernels.size());
+  for (const std::string& name : names) {
+    const auto it = kGradientKernels.find(name);
+    ASSERT_NE(it, kGradientKernels.end()) << name << " has no entry in kGradientKernels";
+    const GradientKernel& op = it->second;
+    for (DType t : kFloatTypes) {
+      // Input and incoming gradient in different layouts of one logical shape, and 0-d and empty ones.
+      auto xs = unary_inputs(t, Domain::Any, 71), gs = unary_inputs(t, Domain::Any, 171);
+      std::rotate(gs.begin(), gs.begin() + 1, gs.end() - 2);
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const Tensor x = xs[i].second.detach().requires_grad_(), g = gs[i].second;
+        ASSERT_EQ(x.sizes(), g.sizes());
+        const Tensor grad = autograd::grad({op.forward(x)}, {x}, {g})[0];
+        EXPECT_TRUE(matches(grad, t, x.sizes(), map2(g, x, op.ref))) << name << " " << t << " x " << xs[i].first
+                                                                      << ", g " << gs[i].first;
+      }
+    }
+  }
+}
+
+TEST_P(PointwiseTest, ReluGradientAtZeroNaNAndInfinity) {
+  // 0 and -0 give no gradient, NaN passes it; below zero a NaN or infinite gradient gives 0, not NaN.
+  for (DType t : kFloatTypes) {
+    const Tensor x = make({NAN, 0.0, -0.0, -1, 2, INFINITY, -INFINITY, -3}, {8}, dev(), t).requires_grad_();
+    const Tensor g = make({3, NAN, INFINITY, -INFINITY, NAN, 1, 5, NAN}, {8}, dev(), t);
+    relu(x).backward(g);
+    EXPECT_TRUE(matches(x.grad(), t, {8}, {3, 0, 0, 0, NAN, 1, 0, 0})) << t;
+    // In place on a non-leaf.
+    const Tensor x2 = x.detach().requires_grad_();
+    Tensor y = x2 * 1;
+    y.relu_().backward(g);
+    EXPECT_TRUE(matches(x2.grad(), t, {8}, {3, 0, 0, 0, NAN, 1, 0, 0})) << t << " relu_";
+  }
+  // Third order runs the gradient kernel's own recorded backward.
+  const Tensor x = make({0.5, -1.5, 2.5}, {3}, dev()).requires_grad_();
+  const Tensor g = make({1.5, 2, -1}, {3}, dev()).requires_grad_();
+  const Tensor gx = autograd::grad({relu(x)}, {x}, {g}, std::nullopt, true)[0];
+  EXPECT_TRUE(gx.requires_grad());
+  const Tensor gg = autograd::grad({(gx * gx).sum()}, {g}, {}, std::nullopt, true)[0];
+  EXPECT_TRUE(matches(gg, kFloat64, {3}, {3, 0, -2}));
+  EXPECT_TRUE(gradgradcheck([&](const TensorList& in) { return TensorList{autograd::grad({relu(in[0])}, {in[0]}, {in[1]}, std::nullopt, true)[0]}; },
+                            {x, g}));
+}
+
 TEST_P(PointwiseTest, ClampScalarBounds) {
   for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kInt8}) {
     for (const auto& [layout, x] : unary_inputs(t, Domain::Any, 31)) {
@@ -979,6 +1058,27 @@ TEST_P(PointwiseTest, Where) {
   EXPECT_TRUE(throws<DTypeError>([&] { where(i, f, f); }, "condition must be a bool tensor"));
   EXPECT_TRUE(throws<ShapeError>([&] { where(make({1, 0}, {2}, dev(), kBool), f, f); }, "[where]"));
   EXPECT_TRUE(throws<ValueError>([&] { where(m, Tensor(), f); }, "[where]"));
+}
+
+TEST_P(PointwiseTest, WhereLargeWithRandomConditions) {
+  // Above the grain size, with a condition that changes at random: contiguous operands, a strided
+  // one, and a scalar value (masked_fill's case), in every kind of dtype.
+  const Tensor cond = input({300, 250}, kFloat32, Domain::Any, 81) > 0;
+  const Tensor cond_strided = (input({250, 300}, kFloat32, Domain::Any, 82) > 0).t();
+  for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt8, kUInt8, kBool}) {
+    const Tensor a = input({300, 250}, t, Domain::Any, 83), b = input({300, 250}, t, Domain::Any, 84);
+    const Tensor bt = input({250, 300}, t, Domain::Any, 85).t();
+    const auto pick = [](const Tensor& c, const Tensor& x, const Tensor& y) {
+      const auto vc = read(c), vx = read(x), vy = read(y);
+      std::vector<double> e;
+      for (size_t i = 0; i < vc.size(); ++i) e.push_back(vc[i] != 0 ? vx[i] : vy[i]);
+      return e;
+    };
+    EXPECT_TRUE(matches(where(cond, a, b), t, {300, 250}, pick(cond, a, b))) << t << " contiguous";
+    EXPECT_TRUE(matches(where(cond_strided, a, bt), t, {300, 250}, pick(cond_strided, a, bt))) << t << " strided";
+    const Tensor one = make({1}, {}, dev(), t);
+    EXPECT_TRUE(matches(masked_fill(a, cond, 1), t, {300, 250}, pick(cond, one.expand({300, 250}), a))) << t << " scalar";
+  }
 }
 
 TEST_P(PointwiseTest, MaskedFill) {

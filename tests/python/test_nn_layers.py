@@ -396,6 +396,33 @@ def test_activations_and_inplace(device, name, args, ref):
     assert gradcheck(lambda t: fn(t, *args), (x[:2, :3] + 0.05,), device)
 
 
+def test_relu_gradient_at_zero_nan_and_infinity(device):
+    # The gradient passes where the output is positive or NaN; at 0 and below it is 0, even for a NaN
+    # or infinite incoming gradient (PyTorch's threshold_backward), for the module and in place.
+    inf, nan = float("inf"), float("nan")
+    for dtype in (rt.float32, rt.float64, rt.bfloat16):
+        x = rt.tensor([nan, 0.0, -0.0, -1.0, 2.0, inf, -inf], dtype=dtype, device=device, requires_grad=True)
+        g = rt.tensor([3.0, nan, inf, -inf, nan, 1.0, 5.0], dtype=dtype, device=device)
+        nn.ReLU()(x).backward(g)
+        assert x.grad.dtype == dtype
+        assert_close(x.grad, [3, 0, 0, 0, nan, 1, 0], rtol=0, atol=0)
+        y = x.detach().clone().requires_grad_()
+        F.relu(y * 1, inplace=True).backward(g)
+        assert_close(y.grad, x.grad, rtol=0, atol=0)
+
+
+def test_relu_gradient_like_torch():
+    torch = pytest.importorskip("torch")
+    values = [float("nan"), 0.0, -0.0, -1.5, 2.0, float("inf"), -float("inf")]
+    grads = [3.0, float("nan"), float("inf"), -float("inf"), float("nan"), 1.0, 5.0]
+    out = []
+    for lib in (rt, torch):
+        x = lib.tensor(values, requires_grad=True)
+        lib.relu(x).backward(lib.tensor(grads))
+        out.append(x.grad.numpy().copy())
+    np.testing.assert_array_equal(out[0], out[1])
+
+
 def test_activation_layers(device):
     x = t64(randn(2, 5) * 3, device)
     for layer, fn in [(nn.LeakyReLU(0.3), lambda t: F.leaky_relu(t, 0.3)), (nn.ELU(0.5), lambda t: F.elu(t, 0.5)),

@@ -1,5 +1,6 @@
-// GEMM for the CPU kernels: typed wrappers over OpenBLAS's row-major CBLAS (single-threaded, split
-// across OpenMP threads here), the test that lets a strided matrix go to BLAS as it is (plain or
+// GEMM for the CPU kernels: typed wrappers over row-major GEMMs (single-threaded, split across OpenMP
+// threads here): OpenBLAS's CBLAS, and in a build with oneDNN its sgemm for float32 products past a
+// few thousand multiply-adds; the test that lets a strided matrix go to BLAS as it is (plain or
 // transposed, with a leading dimension), packing into a contiguous buffer (converting the element
 // type) when it cannot, and the threading policy for many products.
 #pragma once
@@ -12,7 +13,13 @@
 #include <optional>
 
 #include "backend/cpu/parallel.h"
+#include "core/check.h"
 #include "kernels/common/opmath.h"
+#include "rtx/config.h"
+
+#if RTX_WITH_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 namespace rtx::cpu {
 
@@ -71,8 +78,34 @@ inline void use_serial_blas() {
   (void)once;
 }
 
+// float32 products of at least this many multiply-adds go to oneDNN's sgemm in a build with oneDNN:
+// its kernels follow the CPU whatever the environment says, where OpenBLAS's follow
+// OPENBLAS_CORETYPE ("Haswell" holds an AVX-512 CPU to AVX2 kernels at half the speed); below the
+// threshold oneDNN's fixed cost of a call (about 0.2 us) outweighs its speed.
+constexpr int64_t kOnednnGemmWork = 32 * 32 * 32;
+
+#if RTX_WITH_ONEDNN
+// oneDNN's sgemm on the calling thread: outside a parallel region it would spread itself over the
+// OpenMP threads, and its sums would then depend on their number.
+inline void onednn_serial_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (threads > 1) omp_set_num_threads(1);
+  const dnnl_status_t status = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (threads > 1) omp_set_num_threads(threads);
+  RTX_CHECK(status == dnnl_success, Error, "[matmul] oneDNN's sgemm failed with status {} ([{}, {}] x [{}, {}])",
+            static_cast<int>(status), m, k, k, n);
+}
+#endif
+
 inline void serial_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                         const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+#if RTX_WITH_ONEDNN
+  if (m * n * k >= kOnednnGemmWork) {
+    onednn_serial_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+#endif
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));

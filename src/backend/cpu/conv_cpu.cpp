@@ -279,9 +279,11 @@ void conv2d_backward_input_cpu(const Tensor& grad_x, const Tensor& grad_out, con
   });
 }
 
-void conv2d_backward_weight_cpu(const Tensor& grad_w, const Tensor& grad_out, const Tensor& x, const Conv2dParams& p) {
+// oneDNN sums the bias gradient in its pass; the im2col kernels leave it to the caller.
+bool conv2d_backward_weight_cpu(const Tensor& grad_w, [[maybe_unused]] const Tensor& grad_b, const Tensor& grad_out,
+                                const Tensor& x, const Conv2dParams& p) {
 #if RTX_WITH_ONEDNN
-  if (onednn_conv2d_backward_weight(grad_w, grad_out, x, p)) return;
+  if (onednn_conv2d_backward_weight(grad_w, grad_b, grad_out, x, p)) return grad_b.defined();
 #endif
   const ConvGeometry g = geometry_of(x.sizes(), grad_w.sizes(), grad_out.sizes(), p);
   in_blas_type(grad_w, {grad_out, x}, [&](const Tensor& gw, const TensorList& in) {
@@ -290,6 +292,7 @@ void conv2d_backward_weight_cpu(const Tensor& grad_w, const Tensor& grad_out, co
       conv_backward_weight(static_cast<T*>(gw.data_ptr()), ptr<T>(in[0]), ptr<T>(in[1]), g);
     });
   });
+  return false;
 }
 
 }  // namespace

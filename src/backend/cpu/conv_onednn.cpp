@@ -49,7 +49,8 @@ dnnl::engine& engine() {
 enum class Direction : int64_t { Forward, BackwardInput, BackwardWeight };
 
 // One convolution problem: sizes of the input, weight and output, the geometry, whether the forward
-// adds a bias, and whether Winograd's algorithm may compute it.
+// adds a bias (the weight gradient: computes the bias gradient), and whether Winograd's algorithm may
+// compute it.
 struct Problem {
   Direction direction;
   DType dtype;
@@ -181,9 +182,9 @@ std::shared_ptr<const Plan> make_plan(const Problem& pr, dnnl::algorithm algorit
       break;
     }
     case Direction::BackwardWeight: {
-      const convolution_forward::primitive_desc hint(forward(memory::desc()), engine());
+      const convolution_forward::primitive_desc hint(forward(b), engine());
       const convolution_backward_weights::primitive_desc pd(
-          convolution_backward_weights::desc(algorithm, activation_layout(x), any_layout(w), activation_layout(y),
+          convolution_backward_weights::desc(algorithm, activation_layout(x), any_layout(w), b, activation_layout(y),
                                              strides, dilates, padding, padding),
           attr, engine(), hint);
       if (!is_fast(pd)) return nullptr;
@@ -191,6 +192,7 @@ std::shared_ptr<const Plan> make_plan(const Problem& pr, dnnl::algorithm algorit
       plan->operands = {operand(DNNL_ARG_DIFF_DST, false, y, pd.diff_dst_desc()),
                         operand(DNNL_ARG_SRC, false, x, pd.src_desc()),
                         operand(DNNL_ARG_DIFF_WEIGHTS, true, w, pd.diff_weights_desc())};
+      if (pr.bias) plan->operands.push_back(operand(DNNL_ARG_DIFF_BIAS, true, b, pd.diff_bias_desc()));
       break;
     }
   }
@@ -347,13 +349,15 @@ bool onednn_conv2d_backward_input(const Tensor& grad_x, const Tensor& grad_out, 
   return run("conv2d_backward_input", pr, {grad_out.data_ptr(), weight.data_ptr(), grad_x.data_ptr()});
 }
 
-bool onednn_conv2d_backward_weight(const Tensor& grad_w, const Tensor& grad_out, const Tensor& x,
-                                   const Conv2dParams& p) {
-  if (!takes({&grad_w, &grad_out, &x})) return false;
+bool onednn_conv2d_backward_weight(const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
+                                   const Tensor& x, const Conv2dParams& p) {
+  if (!takes({&grad_w, &grad_out, &x}) || (grad_b.defined() && !takes({&grad_b}))) return false;
   // Winograd's algorithm computes weight gradients no faster than a direct convolution.
-  const Problem pr{Direction::BackwardWeight, grad_w.dtype(), false, x.sizes(), grad_w.sizes(), grad_out.sizes(), p,
-                   false};
-  return run("conv2d_backward_weight", pr, {grad_out.data_ptr(), x.data_ptr(), grad_w.data_ptr()});
+  const Problem pr{Direction::BackwardWeight, grad_w.dtype(), grad_b.defined(), x.sizes(), grad_w.sizes(),
+                   grad_out.sizes(), p, false};
+  std::vector<void*> data{grad_out.data_ptr(), x.data_ptr(), grad_w.data_ptr()};
+  if (grad_b.defined()) data.push_back(grad_b.data_ptr());
+  return run("conv2d_backward_weight", pr, data);
 }
 
 bool onednn_conv_enabled() { return g_enabled.load(); }

@@ -16,8 +16,9 @@ bool onednn_conv2d(const Tensor& out, const Tensor& x, const Tensor& weight, con
                    const kernels::Conv2dParams& p);
 bool onednn_conv2d_backward_input(const Tensor& grad_x, const Tensor& grad_out, const Tensor& weight,
                                   const kernels::Conv2dParams& p);
-bool onednn_conv2d_backward_weight(const Tensor& grad_w, const Tensor& grad_out, const Tensor& x,
-                                   const kernels::Conv2dParams& p);
+// grad_b undefined: no bias gradient; defined: written along with grad_w when this returns true.
+bool onednn_conv2d_backward_weight(const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
+                                   const Tensor& x, const kernels::Conv2dParams& p);
 
 // Whether the CPU convolution kernels hand their cases to oneDNN (on unless switched off), and how
 // many convolutions oneDNN has computed; exported so that tests can run the im2col kernels on the

@@ -3,7 +3,6 @@
 // the 16-bit floats); max pooling propagates NaN like PyTorch.
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -12,10 +11,12 @@
 #include "backend/cpu/parallel.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/pool.h"
+#include "kernels/common/pointwise_functors.h"
 
 namespace rtx::cpu {
 namespace {
 
+using fn::select;  // take ? a : b through bit masks (a ?: on data-dependent conditions branches)
 using kernels::Pool2dParams;
 
 // Plane count and input/output plane sizes of [N, C, H, W] -> [N, C, OH, OW].
@@ -56,35 +57,20 @@ Span max_span(int64_t o, int64_t k, int64_t stride, int64_t pad, int64_t dilatio
   return {lo, hi, dilation};
 }
 
-// take ? a : b through bit masks: compilers turn a plain ?: on data-dependent conditions into branches.
-template <typename T>
-T select(bool take, T a, T b) {
-  using U = std::conditional_t<sizeof(T) == 8, uint64_t,
-                               std::conditional_t<sizeof(T) == 4, uint32_t, std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t>>>;
-  static_assert(sizeof(U) == sizeof(T), "select: no integer type of this size");
-  U ua, ub;
-  std::memcpy(&ua, &a, sizeof(T));
-  std::memcpy(&ub, &b, sizeof(T));
-  const U mask = static_cast<U>(U(0) - static_cast<U>(take));
-  const U r = static_cast<U>((ua & mask) | (ub & static_cast<U>(~mask)));
-  T out;
-  std::memcpy(&out, &r, sizeof(T));
-  return out;
-}
-
 // Folds input columns ow * stride + off of one input row, whose first element is at flat plane
 // offset base, into the running maxima (values bv, positions bi) of output columns [lo, hi). A
-// compile-time stride lets the compiler vectorize the strided loads.
+// compile-time stride lets the compiler vectorize the strided loads; the positions count in Pos
+// (vector lanes of the values' width when Pos is 32-bit).
 template <typename T, typename Acc, typename Pos, typename Stride>
 void fold_column(const T* __restrict row, Acc* __restrict bv, Pos* __restrict bi, int64_t lo, int64_t hi, int64_t off,
                  int64_t base, Stride stride) {
   constexpr bool kFloat = !std::is_integral_v<Acc>;
-  for (int64_t ow = lo; ow < hi; ++ow) {
-    const int64_t iw = ow * stride + off;
-    const Acc v = static_cast<Acc>(row[iw]);
+  Pos pos = static_cast<Pos>(base + lo * stride + off);
+  for (int64_t ow = lo; ow < hi; ++ow, pos = static_cast<Pos>(pos + stride)) {
+    const Acc v = static_cast<Acc>(row[ow * stride + off]);
     const bool take = (v > bv[ow]) | (kFloat && v != v);
     bv[ow] = select(take, v, bv[ow]);
-    bi[ow] = select(take, static_cast<Pos>(base + iw), bi[ow]);
+    bi[ow] = select(take, pos, bi[ow]);
   }
 }
 
@@ -151,9 +137,12 @@ void max_pool_planes(const Tensor& out, const Tensor& indices, const Tensor& x, 
         }
         T* op = o + plane * out_size;
         int64_t* xp = idx + plane * out_size;
-        for (int64_t i = 0; i < out_size; ++i) {
-          op[i] = static_cast<T>(best_value[i]);
-          xp[i] = best[i];
+        const Acc* bv = best_value.data();
+        const Pos* bi = best.data();
+        const int64_t n = out_size;  // a local: the int64 stores below cannot change it, so the loop vectorizes
+        for (int64_t i = 0; i < n; ++i) {
+          op[i] = static_cast<T>(bv[i]);
+          xp[i] = bi[i];
         }
       }
     });
