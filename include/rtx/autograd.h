@@ -103,6 +103,9 @@ class RTX_API Node : public std::enable_shared_from_this<Node> {
 // grad_tensors may be empty (then every tensor must be a one-element tensor).
 RTX_API void backward(const TensorList& tensors, const TensorList& grad_tensors = {}, bool retain_graph = false,
                       bool create_graph = false);
+// Runs callback once the backward pass (or grad) running on this thread has run all its nodes, before
+// it returns; callbacks run in the order queued, and one may queue more. Error outside a backward pass.
+RTX_API void queue_callback(std::function<void()> callback);
 // Returns d(outputs)/d(inputs) without touching .grad. retain_graph defaults to create_graph.
 RTX_API TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs = {},
                         std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,

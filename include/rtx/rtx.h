@@ -7,6 +7,7 @@
 #include "rtx/config.h"
 #include "rtx/cuda.h"
 #include "rtx/data.h"
+#include "rtx/data_parallel.h"
 #include "rtx/device.h"
 #include "rtx/distributed.h"
 #include "rtx/dtype.h"

@@ -110,6 +110,9 @@ class RTX_API Tensor {
   Tensor& detach_();
   // hook(grad) runs when this tensor's gradient is computed; a defined return value replaces it.
   int64_t register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  // hook(tensor) runs on a leaf after a backward pass has accumulated its .grad (the leaf is passed,
+  // its .grad updated); PyTorch's register_post_accumulate_grad_hook. Removed by remove_hook.
+  int64_t register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
   void remove_hook(int64_t handle) const;
   // Keep .grad for a non-leaf tensor too.
   void retain_grad() const;

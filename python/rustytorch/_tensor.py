@@ -197,6 +197,13 @@ def _register_hook(self, hook):
     return RemovableHandle(self, self._register_hook(hook))
 
 
+def _register_post_accumulate_grad_hook(self, hook):
+    """hook(tensor) runs after a backward pass has accumulated this leaf's .grad; its return value is ignored."""
+    if not self.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    return RemovableHandle(self, self._register_post_accumulate_grad_hook(hook))
+
+
 class _GradFn:
     """The backward node of a tensor, by name (what PyTorch prints as grad_fn=<MulBackward0>)."""
 
@@ -307,6 +314,7 @@ Tensor.__format__ = _format
 Tensor.__array_priority__ = 1000
 Tensor.tolist = _tolist
 Tensor.register_hook = _register_hook
+Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
 Tensor.grad_fn = property(_grad_fn)
 Tensor.new_zeros = _new(_C.zeros)
 Tensor.new_ones = _new(_C.ones)

@@ -27,6 +27,7 @@ void bind_amp(py::module_& m);
 void bind_text(py::module_& m);
 void bind_data(py::module_& m);
 void bind_distributed(py::module_& m);
+void bind_data_parallel(py::module_& m);  // after bind_distributed: it extends _distributed
 
 // (values, indices) as the namedtuple type rustytorch._C.ValuesIndices.
 py::object values_indices(const ValuesIndices& r);

@@ -38,6 +38,7 @@ PYBIND11_MODULE(_C, m) {
   bind_text(m);
   bind_data(m);
   bind_distributed(m);
+  bind_data_parallel(m);
   m.attr("__version__") = rtx::version();
   m.def("built_with_cuda", &rtx::built_with_cuda);
   m.attr("_built_with_cudnn") = py::bool_(RTX_WITH_CUDNN != 0);

@@ -322,6 +322,15 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
             });
           },
           py::arg("hook"))
+      .def(
+          "_register_post_accumulate_grad_hook",
+          [](const Tensor& t, const std::function<void(const Tensor&)>& fn) {
+            return t.register_post_accumulate_grad_hook([fn](const Tensor& leaf) {
+              py::gil_scoped_acquire gil;
+              fn(leaf);
+            });
+          },
+          py::arg("hook"))
       .def("_remove_hook", &Tensor::remove_hook, py::arg("handle"))
       .def_property_readonly("_grad_fn_name",
                              [](const Tensor& t) -> py::object {

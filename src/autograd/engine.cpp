@@ -4,6 +4,7 @@
 // input's shape when broadcasting expanded it, and casts it to the input's dtype.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <queue>
 #include <unordered_map>
 
@@ -104,6 +105,9 @@ void check_backward_anomaly(const Tensor& g, const Node& node, size_t i) {
             detail::shape_str(g.sizes()));
 }
 
+// The callbacks queued during the backward pass running on this thread (null outside one).
+thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+
 // Runs the graph below `roots`. When `capture` is given (autograd::grad), gradients arriving at those
 // edges are returned instead of being accumulated, and only nodes that lead to them run.
 TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_graph, bool create_graph,
@@ -200,6 +204,12 @@ TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_
   std::vector<std::shared_ptr<Node>> keep_alive;
   keep_alive.reserve(post_order.size());
   const bool anomaly = is_anomaly_enabled();
+  std::vector<std::function<void()>> callbacks;
+  struct RestoreCallbacks {
+    std::vector<std::function<void()>>* prev;
+    ~RestoreCallbacks() { t_callbacks = prev; }
+  } restore_callbacks{t_callbacks};
+  t_callbacks = &callbacks;
 
   while (!ready.empty()) {
     Node* node = ready.top();
@@ -246,10 +256,21 @@ TensorList run(const TensorList& roots, const TensorList& grad_roots, bool keep_
       }
     }
   }
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    std::function<void()> callback = std::move(callbacks[i]);  // one may queue more (reallocating)
+    callback();
+  }
   return captured;
 }
 
 }  // namespace
+
+void queue_callback(std::function<void()> callback) {
+  RTX_CHECK(t_callbacks != nullptr, Error,
+            "[queue_callback] no backward pass is running on this thread; callbacks can only be queued from hooks "
+            "or nodes that run during backward");
+  t_callbacks->push_back(std::move(callback));
+}
 
 void backward(const TensorList& tensors, const TensorList& grad_tensors, bool retain_graph, bool create_graph) {
   run(tensors, grad_tensors, retain_graph || create_graph, create_graph, nullptr);

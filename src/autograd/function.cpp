@@ -111,6 +111,12 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
   } else {
     m.grad.add_(g);
   }
+  if (!m.post_accumulate_hooks.empty()) {
+    const Tensor leaf(leaf_);
+    // A copy: a hook may remove itself (or others) while running.
+    const auto hooks = m.post_accumulate_hooks;
+    for (const auto& h : hooks) h.second(leaf);
+  }
   return {};
 }
 

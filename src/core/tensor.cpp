@@ -120,6 +120,20 @@ Tensor& Tensor::detach_() {
   return *this;
 }
 
+namespace {
+// Removes the (handle, hook) pair with this handle; true when there was one.
+template <typename Hooks>
+bool erase_handle(Hooks& hooks, int64_t handle) {
+  for (auto it = hooks.begin(); it != hooks.end(); ++it) {
+    if (it->first == handle) {
+      hooks.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
 int64_t Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
   TensorImpl& impl = get(impl_, "register_hook");
   RTX_CHECK(requires_grad(), Error, "[register_hook] the tensor does not require grad, so no gradient will reach the hook");
@@ -130,17 +144,27 @@ int64_t Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
   return handle;
 }
 
+int64_t Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
+  TensorImpl& impl = get(impl_, "register_post_accumulate_grad_hook");
+  RTX_CHECK(requires_grad(), Error,
+            "[register_post_accumulate_grad_hook] the tensor does not require grad, so no gradient will reach the hook");
+  auto& m = impl.autograd_meta();
+  RTX_CHECK(!m.grad_fn, Error,
+            "[register_post_accumulate_grad_hook] post accumulate grad hooks cannot be registered on non-leaf tensors "
+            "(this one was computed by '{}'); use register_hook",
+            m.grad_fn->name());
+  const int64_t handle = autograd::next_hook_handle();
+  m.post_accumulate_hooks.emplace_back(handle, std::move(hook));
+  return handle;
+}
+
 void Tensor::remove_hook(int64_t handle) const {
   TensorImpl& impl = get(impl_, "remove_hook");
   if (!impl.autograd) return;
   auto& m = *impl.autograd;
   if (m.grad_fn && m.grad_fn->remove_hook(handle)) return;
-  for (auto it = m.leaf_hooks.begin(); it != m.leaf_hooks.end(); ++it) {
-    if (it->first == handle) {
-      m.leaf_hooks.erase(it);
-      return;
-    }
-  }
+  if (erase_handle(m.leaf_hooks, handle)) return;
+  erase_handle(m.post_accumulate_hooks, handle);
 }
 
 void Tensor::retain_grad() const {

@@ -250,6 +250,27 @@ TEST_P(AutogradTest, Hooks) {
   EXPECT_TRUE(throws<Error>([&] { vec({1}, {1}).register_hook([](const Tensor& g) { return g; }); }, "[register_hook]"));
 }
 
+TEST_P(AutogradTest, PostAccumulateGradHooksAndEndOfBackwardCallbacks) {
+  Tensor w = leaf({1, 1}, {2});
+  std::vector<std::string> events;
+  const int64_t h = w.register_post_accumulate_grad_hook([&](const Tensor& p) {
+    events.push_back("hook " + std::to_string(p.grad().cpu().data_ptr<double>()[0]));
+    autograd::queue_callback([&] {
+      events.push_back("end");
+      autograd::queue_callback([&] { events.push_back("queued by a callback"); });
+    });
+  });
+  (w * 2).sum().backward();
+  (w * 3).sum().backward();  // the hook sees the accumulated gradient
+  EXPECT_EQ(events, (std::vector<std::string>{"hook 2.000000", "end", "queued by a callback", "hook 5.000000", "end",
+                                              "queued by a callback"}));
+  w.remove_hook(h);
+  (w * 3).sum().backward();
+  EXPECT_EQ(events.size(), 6u);
+  EXPECT_TRUE(throws<Error>([&] { (w * 2).register_post_accumulate_grad_hook([](const Tensor&) {}); }, "non-leaf"));
+  EXPECT_TRUE(throws<Error>([] { autograd::queue_callback([] {}); }, "no backward pass is running"));
+}
+
 TEST_P(AutogradTest, RetainGradOnNonLeaves) {
   Tensor x = leaf({1, 2}, {2});
   Tensor y = x * 2;

@@ -1,5 +1,5 @@
 """rustytorch.nn: modules, parameters, the functional interface, initializers and utilities."""
-from . import functional, init, utils  # noqa: F401
+from . import functional, init, parallel, utils  # noqa: F401
 from .module import Module  # noqa: F401
 from .modules import (  # noqa: F401
     AdaptiveAvgPool2d, AlphaDropout, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss, BCEWithLogitsLoss, Conv1d, Conv2d,

@@ -1,0 +1,285 @@
+"""DistributedDataParallel on the gloo backend, as training scripts use it: 2 processes train a small
+model on their halves of each global batch (AdamW, clip_grad_norm_ on a generator, tiny buckets so
+that there are many), and must end bitwise equal to each other and equal (to float32 rounding) to one
+process training on the whole batch; the same for gradient_as_bucket_view, gradient accumulation under
+no_sync, unused parameters with and without find_unused_parameters, buffers and state_dict; and against
+torch's DDP where torch is importable.
+
+Ranks run this file as a script (python test_ddp.py SCENARIO OUT MODULE), started with subprocess
+over 127.0.0.1 on a free port, each run bounded by a timeout and killed on failure."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+import rustytorch.distributed as rdist
+
+RUN_TIMEOUT = 90
+WORLD = 2
+needs_gloo = pytest.mark.skipif(not rdist.is_gloo_available(),
+                                reason="this build has no gloo backend (install libgloo-dev and rebuild)")
+
+
+# ----------------------------------------------------------------------------------------------------
+# The ranks' side, with rustytorch or torch as `torch`.
+# ----------------------------------------------------------------------------------------------------
+def _model(torch, seed, unused_heads=False):
+    """A small model whose parameters come from numpy's generator seeded by seed (the same in both
+    libraries)."""
+    nn = torch.nn
+    model = (_two_heads(torch) if unused_heads else
+             nn.Sequential(nn.Linear(6, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 16), nn.Tanh(),
+                           nn.Linear(16, 3)))
+    rng = np.random.default_rng(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.tensor(rng.uniform(-0.5, 0.5, tuple(p.shape)).astype(np.float32)))
+    return model
+
+
+def _two_heads(torch):
+    nn = torch.nn
+
+    class TwoHeads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(6, 8)
+            self.a = nn.Linear(8, 3)
+            self.b = nn.Linear(8, 3)
+            self.never = nn.Linear(8, 3)  # used by no rank
+
+        def forward(self, x, use_b):
+            h = torch.tanh(self.body(x))
+            return self.a(h) + self.b(h) if use_b else self.a(h)
+
+    return TwoHeads()
+
+
+def _batches(torch, steps, rows):
+    rng = np.random.default_rng(7)
+    return [(torch.tensor(rng.standard_normal((rows, 6)).astype(np.float32)),
+             torch.tensor(rng.standard_normal((rows, 3)).astype(np.float32))) for _ in range(steps)]
+
+
+def _flat(module):
+    return [p.detach().reshape(-1).tolist() for p in module.parameters()]
+
+
+def _train(torch, model, batches, rank, world, ddp_kwargs, micro=1):
+    """Trains model (wrapped in DDP when ddp_kwargs is not None) on this rank's rows of each batch;
+    returns the parameters after each step."""
+    net = torch.nn.parallel.DistributedDataParallel(model, **ddp_kwargs) if ddp_kwargs is not None else model
+    opt = torch.optim.AdamW(net.parameters(), lr=0.05, weight_decay=0.1)
+    history = []
+    for x, y in batches:
+        opt.zero_grad()
+        rows = x.shape[0] // (world if ddp_kwargs is not None else 1)
+        start = rank * rows if ddp_kwargs is not None else 0
+        xs, ys = x[start:start + rows], y[start:start + rows]
+        chunk = rows // micro
+        for m in range(micro):
+            ctx = net.no_sync() if ddp_kwargs is not None and m < micro - 1 else _null()
+            with ctx:
+                out = net(xs[m * chunk:(m + 1) * chunk])
+                loss = torch.nn.functional.mse_loss(out, ys[m * chunk:(m + 1) * chunk]) / micro
+                loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+        history.append(_flat(model))
+    return history
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def scenario_train(torch, dist, out):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    batches = _batches(torch, 3, 8)
+    # Rank 1 starts from other weights: DDP must copy rank 0's.
+    ref = _train(torch, _model(torch, 0), batches, 0, 1, None)
+    out["reference"] = ref[-1]
+    ref_micro = _train(torch, _model(torch, 0), batches, 0, 1, None, micro=2)
+    out["reference_micro"] = ref_micro[-1]
+    out["ddp"] = _train(torch, _model(torch, rank), batches, rank, world, {"bucket_cap_mb": 0.0005})[-1]
+    out["ddp_view"] = _train(torch, _model(torch, rank), batches, rank, world,
+                             {"bucket_cap_mb": 0.0005, "gradient_as_bucket_view": True})[-1]
+    out["ddp_no_sync"] = _train(torch, _model(torch, rank), batches, rank, world, {}, micro=2)[-1]
+
+    # Buffers and state_dict: rank 0's buffers at construction, keys under "module.".
+    torch.manual_seed(rank)  # rank 1 starts from other weights
+    bn = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.BatchNorm1d(4))
+    bn[1].running_mean.add_(float(rank + 1))
+    ddp = torch.nn.parallel.DistributedDataParallel(bn)
+    out["running_mean"] = bn[1].running_mean.tolist()
+    out["weight"] = bn[0].weight.detach().reshape(-1).tolist()
+    out["keys"] = sorted(ddp.state_dict().keys())
+    ddp(batches[0][0]).sum().backward()
+    out["bn_grad"] = bn[0].weight.grad.reshape(-1).tolist()
+
+
+def scenario_unused(torch, dist, out):
+    rank = dist.get_rank()
+    x = _batches(torch, 1, 4)[0][0]
+    model = _model(torch, 0, unused_heads=True)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
+    ddp(x, use_b=rank == 1).sum().backward()
+    out["a"] = model.a.weight.grad.reshape(-1).tolist()
+    out["b"] = model.b.weight.grad.reshape(-1).tolist()
+    out["never_is_none"] = model.never.weight.grad is None
+    # The local gradients, for the reference: (rank 0's + rank 1's) / 2.
+    local = _model(torch, 0, unused_heads=True)
+    local(x, use_b=rank == 1).sum().backward()
+    out["local_a"] = local.a.weight.grad.reshape(-1).tolist()
+    out["local_b"] = (local.b.weight.grad.reshape(-1).tolist() if local.b.weight.grad is not None
+                      else [0.0] * local.b.weight.numel())
+
+    strict = torch.nn.parallel.DistributedDataParallel(_model(torch, 0, unused_heads=True))
+    try:
+        strict(x, use_b=True).sum().backward()
+        out["strict_error"] = None
+    except Exception as e:  # noqa: BLE001 - the message is what is checked
+        out["strict_error"] = f"{type(e).__name__}: {e}"
+
+
+def scenario_mismatch(torch, dist, out):
+    rank = dist.get_rank()
+    model = torch.nn.Linear(4, 3 + rank)
+    try:
+        torch.nn.parallel.DistributedDataParallel(model)
+        out["error"] = None
+    except Exception as e:  # noqa: BLE001
+        out["error"] = f"{type(e).__name__}: {e}"
+
+
+def _child_main():
+    scenario, out_path, module = sys.argv[1], sys.argv[2], sys.argv[3]
+    if module == "torch":
+        import torch
+        import torch.distributed as dist
+    else:
+        import rustytorch as torch
+        import rustytorch.distributed as dist
+    dist.init_process_group("gloo", timeout=timedelta(seconds=20))
+    out = {}
+    globals()["scenario_" + scenario](torch, dist, out)
+    json.dump(out, open(out_path + f".{dist.get_rank()}", "w"))
+    dist.destroy_process_group()
+
+
+# ----------------------------------------------------------------------------------------------------
+# The test side.
+# ----------------------------------------------------------------------------------------------------
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(scenario, tmp_path, module="rustytorch"):
+    port = _free_port()
+    out = str(tmp_path / f"{scenario}-{module}")
+    procs = []
+    try:
+        for rank in range(WORLD):
+            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                       WORLD_SIZE=str(WORLD), OMP_NUM_THREADS="1")
+            procs.append(subprocess.Popen([sys.executable, __file__, scenario, out, module], env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        deadline = time.monotonic() + RUN_TIMEOUT
+        logs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for rank, (p, log) in enumerate(zip(procs, logs)):
+        assert p.returncode == 0, f"rank {rank} of {scenario} exited with {p.returncode}:\n{log}"
+    return [json.load(open(out + f".{rank}")) for rank in range(WORLD)]
+
+
+def _close(a, b, atol=2e-5):
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=atol, rtol=1e-5)
+
+
+@needs_gloo
+def test_ddp_training_equals_one_process_on_the_whole_batch(tmp_path):
+    r0, r1 = _run("train", tmp_path)
+    for key in ("ddp", "ddp_view", "ddp_no_sync"):
+        assert r0[key] == r1[key], f"{key}: the ranks' parameters differ"
+    _close(r0["ddp"], r0["reference"])
+    _close(r0["ddp_view"], r0["reference"])
+    _close(r0["ddp_no_sync"], r0["reference_micro"])
+    # Construction copied rank 0's parameters and buffers to rank 1.
+    assert r0["running_mean"] == r1["running_mean"] == [1.0] * 4
+    assert r0["weight"] == r1["weight"]
+    assert r0["bn_grad"] == r1["bn_grad"]
+    assert r0["keys"] == ["module.0.bias", "module.0.weight", "module.1.bias", "module.1.num_batches_tracked",
+                          "module.1.running_mean", "module.1.running_var", "module.1.weight"]
+
+
+@needs_gloo
+def test_unused_parameters(tmp_path):
+    r0, r1 = _run("unused", tmp_path)
+    for r in (r0, r1):
+        _close([r["a"]], [(np.asarray(r0["local_a"]) + np.asarray(r1["local_a"])) / 2])
+        _close([r["b"]], [(np.asarray(r0["local_b"]) + np.asarray(r1["local_b"])) / 2])
+        assert r["never_is_none"]
+    assert "find_unused_parameters=True" in r0["strict_error"]
+    assert "never.weight (6), never.bias (7)" in r0["strict_error"]
+
+
+@needs_gloo
+def test_replicas_of_different_models_are_refused(tmp_path):
+    for r in _run("mismatch", tmp_path):
+        assert r["error"].startswith("ValueError") and "same model" in r["error"]
+
+
+@needs_gloo
+def test_same_results_as_torch_ddp(tmp_path):
+    pytest.importorskip("torch")
+    ours, theirs = _run("train", tmp_path), _run("train", tmp_path, module="torch")
+    for key in ("ddp", "ddp_view", "ddp_no_sync"):
+        _close(ours[0][key], theirs[0][key], atol=1e-4)
+    assert ours[0]["keys"] == theirs[0]["keys"]
+
+
+def test_bad_arguments_are_refused_before_any_communication():
+    import rustytorch as rt
+    from rustytorch.nn.parallel import DistributedDataParallel as DDP
+    with pytest.raises(rt.ValueError, match="doesn't have any parameter"):
+        DDP(rt.nn.ReLU())
+    with pytest.raises(rt.ValueError, match="device_ids"):
+        DDP(rt.nn.Linear(2, 2), device_ids=[0])
+    with pytest.raises(rt.ValueError, match="not been initialized"):
+        DDP(rt.nn.Linear(2, 2))
+
+
+def test_post_accumulate_grad_hooks_run_after_accumulation():
+    import rustytorch as rt
+    w = rt.nn.Parameter(rt.ones(3))
+    seen = []
+    handle = w.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.tolist()))
+    (w * 2).sum().backward()
+    (w * 3).sum().backward()
+    assert seen == [[2.0] * 3, [5.0] * 3]
+    handle.remove()
+    (w * 1).sum().backward()
+    assert len(seen) == 2
+    with pytest.raises(rt.Error, match="non-leaf"):
+        (w * 2).register_post_accumulate_grad_hook(lambda p: None)
+
+
+if __name__ == "__main__":
+    _child_main()
