@@ -1,7 +1,8 @@
 // rtx::dist: process groups and collectives across processes, in the spirit of torch.distributed.
 // A Store (a TCP key-value server, the rendezvous every backend uses), the backend-neutral
 // ProcessGroup interface with its Work handles, the Gloo backend for CPU tensors (built when
-// libgloo is found: is_gloo_available()), and the default group of init_process_group.
+// libgloo is found: is_gloo_available()), the NCCL backend for CUDA tensors (built with CUDA when
+// NCCL is found: is_nccl_available()), the group of both, and the default group of init_process_group.
 #pragma once
 
 #include <chrono>
@@ -175,11 +176,31 @@ RTX_API std::shared_ptr<ProcessGroup> make_gloo_group(std::shared_ptr<Store> sto
                                                       Timeout timeout, std::vector<int> ranks = {},
                                                       const std::string& host = "");
 
+// True when the library was built with NCCL.
+RTX_API bool is_nccl_available();
+// An NCCL group of `size` processes meeting through store, for CUDA tensors. Each communicator is
+// made at the first operation that needs it, on the device of its tensors (one device per group; a
+// point-to-point pair gets its own), and runs on its own stream after the work the caller's current
+// stream has queued; Work::wait() makes the caller's current stream wait for it (with
+// TORCH_NCCL_BLOCKING_WAIT=1 it blocks the host, up to the timeout). A watchdog thread aborts the
+// communicators when an operation exceeds the timeout or NCCL reports an error; the group then
+// raises that DistBackendError from every call. DistBackendError when the build has no NCCL.
+RTX_API std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<Store> store, int rank, int size,
+                                                      Timeout timeout, std::vector<int> ranks = {});
+// The group of backend None ("cpu:gloo,cuda:nccl"): a gloo group (CPU tensors; host as in
+// make_gloo_group) and an nccl group (CUDA tensors) of the same ranks, each under its own prefix of
+// store; every operation goes to the group of its tensors' device, barrier to the gloo group.
+// backend_name() is name: PyTorch's "undefined" for backend None, else the spelling asked for.
+RTX_API std::shared_ptr<ProcessGroup> make_combined_group(std::shared_ptr<Store> store, int rank, int size,
+                                                          Timeout timeout, std::vector<int> ranks = {},
+                                                          const std::string& host = "",
+                                                          const std::string& name = "cpu:gloo,cuda:nccl");
+
 // ---------------------------------------------------------------------------------------------------
 // The default group (torch.distributed's world).
 // ---------------------------------------------------------------------------------------------------
 struct InitOptions {
-  std::string backend;      // "gloo" (empty: gloo); "nccl" is not built yet
+  std::string backend;      // "gloo", "nccl", "cpu:gloo,cuda:nccl" (empty: that pair when NCCL is built, else gloo)
   std::string init_method;  // "env://" (empty), "tcp://host:port"; ignored when store is given
   int rank = -1;            // -1: from the environment (RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID)
   int world_size = -1;      // -1: from the environment (WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS)

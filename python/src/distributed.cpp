@@ -137,6 +137,7 @@ void bind_distributed(py::module_& m) {
   d.def("default_store", &dist::default_store);
   d.def("new_group", &dist::new_group, py::arg("ranks"), py::arg("timeout"), py::arg("backend"), Release());
   d.def("is_gloo_available", &dist::is_gloo_available);
+  d.def("is_nccl_available", &dist::is_nccl_available);
 }
 
 }  // namespace rtx::python

@@ -24,6 +24,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
+#include "distributed/collective_checks.h"
 #include "distributed/gloo_reduce.h"
 #include "distributed/work.h"
 #include "rtx/autograd.h"
@@ -32,6 +33,7 @@
 namespace rtx::dist {
 namespace {
 
+using detail::check_avg;
 using gloo_detail::with_type;
 
 // Gloo's rendezvous store over ours.
@@ -76,31 +78,11 @@ struct Staged {
   }
 };
 
-std::string shape_str(const Tensor& t) {
-  std::string s;
-  for (int64_t d : t.sizes()) s += (s.empty() ? "" : ", ") + std::to_string(d);
-  return "[" + s + "]";
-}
-
 void check_tensor(const Tensor& t, const char* op) {
-  if (!t.defined()) throw ValueError(std::string("[") + op + "] got an undefined tensor");
+  detail::check_defined(t, op);
   if (!t.is_cpu()) {
     throw DeviceError(std::string("[") + op + "] the gloo backend takes CPU tensors, got one on " +
-                      t.device().str() + " (the nccl backend, for CUDA tensors, is not built yet)");
-  }
-}
-
-void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
-  if (a.dtype() != b.dtype()) {
-    throw DTypeError(std::string("[") + op + "] output dtype " + dtype_name(a.dtype()) + " != input dtype " +
-                     dtype_name(b.dtype()));
-  }
-}
-
-void check_avg(ReduceOp op, DType dtype, const char* what) {
-  if (op == ReduceOp::Avg && !is_floating(dtype)) {
-    throw DTypeError(std::string("[") + what + "] ReduceOp.AVG needs a floating-point tensor, got " +
-                     dtype_name(dtype) + " (the average of integers is not an integer)");
+                      t.device().str() + "; use the nccl backend for CUDA tensors, or backend=None for both");
   }
 }
 
@@ -155,7 +137,7 @@ class ProcessGroupGloo final : public ProcessGroup {
 
   std::shared_ptr<Work> broadcast(Tensor tensor, int src) override {
     check_tensor(tensor, "broadcast");
-    check_rank(src, "broadcast", "src");
+    detail::check_rank(src, size_, "broadcast", "src");
     auto t = std::make_shared<Staged>(tensor);
     return enqueue("broadcast", {tensor}, [this, t, src](uint32_t tag) {
       if (t->count() == 0) return;
@@ -171,7 +153,7 @@ class ProcessGroupGloo final : public ProcessGroup {
 
   std::shared_ptr<Work> reduce(Tensor tensor, int dst, ReduceOp op) override {
     check_tensor(tensor, "reduce");
-    check_rank(dst, "reduce", "dst");
+    detail::check_rank(dst, size_, "reduce", "dst");
     check_avg(op, tensor.dtype(), "reduce");
     auto t = std::make_shared<Staged>(tensor);
     // Gloo uses the buffers of the other ranks as scratch space: they work on a copy.
@@ -195,17 +177,8 @@ class ProcessGroupGloo final : public ProcessGroup {
 
   std::shared_ptr<Work> all_gather(std::vector<Tensor> outputs, Tensor input) override {
     check_tensor(input, "all_gather");
-    if (static_cast<int>(outputs.size()) != size_) {
-      throw ValueError("[all_gather] tensor_list has " + std::to_string(outputs.size()) +
-                       " tensors, the group has " + std::to_string(size_) + " ranks");
-    }
-    for (const auto& o : outputs) {
-      check_tensor(o, "all_gather");
-      check_same_dtype(o, input, "all_gather");
-      if (o.sizes() != input.sizes()) {
-        throw ShapeError("[all_gather] output shape " + shape_str(o) + " != input shape " + shape_str(input));
-      }
-    }
+    for (const auto& o : outputs) check_tensor(o, "all_gather");
+    detail::check_all_gather(outputs, input, size_);
     auto in = std::make_shared<Staged>(input);
     return enqueue("all_gather", outputs, [this, in, outputs](uint32_t tag) {
       Tensor flat = empty({static_cast<int64_t>(size_) * in->buf.numel()}, in->buf.dtype());
@@ -222,11 +195,7 @@ class ProcessGroupGloo final : public ProcessGroup {
   std::shared_ptr<Work> all_gather_into_tensor(Tensor output, Tensor input) override {
     check_tensor(output, "all_gather_into_tensor");
     check_tensor(input, "all_gather_into_tensor");
-    check_same_dtype(output, input, "all_gather_into_tensor");
-    if (output.numel() != size_ * input.numel()) {
-      throw ShapeError("[all_gather_into_tensor] output shape " + shape_str(output) + " must hold " +
-                       std::to_string(size_) + " inputs of shape " + shape_str(input));
-    }
+    detail::check_all_gather_into_tensor(output, input, size_);
     auto in = std::make_shared<Staged>(input);
     auto out = std::make_shared<Staged>(output);
     return enqueue("all_gather_into_tensor", {output}, [this, in, out](uint32_t tag) {
@@ -238,12 +207,7 @@ class ProcessGroupGloo final : public ProcessGroup {
   std::shared_ptr<Work> reduce_scatter_tensor(Tensor output, Tensor input, ReduceOp op) override {
     check_tensor(output, "reduce_scatter_tensor");
     check_tensor(input, "reduce_scatter_tensor");
-    check_same_dtype(output, input, "reduce_scatter_tensor");
-    check_avg(op, input.dtype(), "reduce_scatter_tensor");
-    if (input.numel() != size_ * output.numel()) {
-      throw ShapeError("[reduce_scatter_tensor] input shape " + shape_str(input) + " must hold " +
-                       std::to_string(size_) + " outputs of shape " + shape_str(output));
-    }
+    detail::check_reduce_scatter_tensor(output, input, op, size_);
     // Gloo's reduce-scatter is an old-style algorithm class; like PyTorch's gloo backend this is
     // an all-reduce of a copy of the input, of which each rank keeps its slice.
     auto work = std::make_shared<Tensor>(input.clone().contiguous());
@@ -261,10 +225,9 @@ class ProcessGroupGloo final : public ProcessGroup {
                                           std::vector<int64_t> input_splits) override {
     check_tensor(output, "all_to_all_single");
     check_tensor(input, "all_to_all_single");
-    check_same_dtype(output, input, "all_to_all_single");
-    if (input.dim() == 0 || output.dim() == 0) throw ShapeError("[all_to_all_single] tensors must have a dim 0");
-    const auto in_counts = split_counts(input, input_splits, "input_split_sizes");
-    const auto out_counts = split_counts(output, output_splits, "output_split_sizes");
+    detail::check_all_to_all(output, input);
+    const auto in_counts = detail::split_counts(input, input_splits, size_, "input_split_sizes");
+    const auto out_counts = detail::split_counts(output, output_splits, size_, "output_split_sizes");
     auto in = std::make_shared<Staged>(input);
     auto out = std::make_shared<Staged>(output);
     return enqueue("all_to_all_single", {output}, [this, in, out, in_counts, out_counts](uint32_t tag) {
@@ -283,7 +246,7 @@ class ProcessGroupGloo final : public ProcessGroup {
 
   std::shared_ptr<Work> send(Tensor tensor, int dst, int tag) override {
     check_tensor(tensor, "send");
-    check_peer(dst, "send", "dst");
+    detail::check_peer(dst, rank_, size_, "send", "dst");
     auto t = std::make_shared<Staged>(tensor);
     auto buf = std::shared_ptr<::gloo::transport::UnboundBuffer>(ctx_->createUnboundBuffer(t->data(), t->bytes()));
     buf->send(dst, ::gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(tag)));
@@ -292,7 +255,7 @@ class ProcessGroupGloo final : public ProcessGroup {
 
   std::shared_ptr<Work> recv(Tensor tensor, int src, int tag) override {
     check_tensor(tensor, "recv");
-    check_peer(src, "recv", "src");
+    detail::check_peer(src, rank_, size_, "recv", "src");
     auto t = std::make_shared<Staged>(tensor);
     auto buf = std::shared_ptr<::gloo::transport::UnboundBuffer>(ctx_->createUnboundBuffer(t->data(), t->bytes()));
     buf->recv(src, ::gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(tag)));
@@ -378,56 +341,7 @@ class ProcessGroupGloo final : public ProcessGroup {
     }
   }
 
-  // "rank 1 of a gloo group of 2 (world ranks [0, 1])": who failed, for error messages.
-  std::string ident() const {
-    std::string s;
-    for (int r : ranks_) s += (s.empty() ? "" : ", ") + std::to_string(r);
-    return "rank " + std::to_string(rank_) + " of a gloo group of " + std::to_string(size_) + " (world ranks [" + s +
-           "])";
-  }
-
-  void check_rank(int r, const char* op, const char* name) const {
-    if (r < 0 || r >= size_) {
-      throw ValueError(std::string("[") + op + "] " + name + " rank " + std::to_string(r) + " is not in [0, " +
-                       std::to_string(size_) + ")");
-    }
-  }
-  void check_peer(int r, const char* op, const char* name) const {
-    check_rank(r, op, name);
-    if (r == rank_) {
-      throw ValueError(std::string("[") + op + "] " + name + " rank " + std::to_string(r) + " is this rank");
-    }
-  }
-
-  // Elements per rank along dim 0 for all_to_all_single.
-  std::vector<int64_t> split_counts(const Tensor& t, const std::vector<int64_t>& splits, const char* name) const {
-    const int64_t rows = t.sizes()[0];
-    const int64_t row = rows == 0 ? 0 : t.numel() / rows;
-    std::vector<int64_t> counts;
-    if (splits.empty()) {
-      if (rows % size_ != 0) {
-        throw ShapeError(std::string("[all_to_all_single] dim 0 of shape ") + shape_str(t) +
-                         " does not split into " + std::to_string(size_) + " equal parts; pass " + name);
-      }
-      counts.assign(size_, rows / size_ * row);
-      return counts;
-    }
-    if (static_cast<int>(splits.size()) != size_) {
-      throw ValueError(std::string("[all_to_all_single] ") + name + " has " + std::to_string(splits.size()) +
-                       " entries, the group has " + std::to_string(size_) + " ranks");
-    }
-    int64_t total = 0;
-    for (int64_t s : splits) {
-      if (s < 0) throw ValueError(std::string("[all_to_all_single] ") + name + " has a negative entry");
-      total += s;
-      counts.push_back(s * row);
-    }
-    if (total != rows) {
-      throw ShapeError(std::string("[all_to_all_single] ") + name + " sums to " + std::to_string(total) +
-                       ", dim 0 of shape " + shape_str(t) + " is " + std::to_string(rows));
-    }
-    return counts;
-  }
+  std::string ident() const { return detail::group_ident("a gloo group", rank_, size_, ranks_); }
 
   void allreduce_raw(Tensor& buf, ReduceOp op, uint32_t tag) {
     if (buf.numel() == 0) return;

@@ -1,20 +1,29 @@
 // The default group: init_process_group's rendezvous (env:// and tcp://, rank and world size from
-// torchrun's, OpenMPI's or Slurm's variables), the backend choice, new_group and teardown.
+// torchrun's, OpenMPI's or Slurm's variables), the backend choice (gloo, nccl, or both for backend
+// None when NCCL is built), new_group and teardown.
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <mutex>
 
+#include "rtx/cuda.h"
 #include "rtx/distributed.h"
 
 namespace rtx::dist {
 namespace {
+
+// A backend asked for by name, and the name its groups answer to.
+struct Backend {
+  enum Kind { Gloo, Nccl, Combined } kind = Gloo;
+  std::string name = "gloo";
+};
 
 struct World {
   std::mutex mu;
   std::shared_ptr<ProcessGroup> group;
   std::shared_ptr<Store> store;
   std::string host;  // the address the Gloo devices listen on
+  Backend backend;  // new_group's when it is given none
   int next_group = 0;
 };
 
@@ -63,22 +72,51 @@ bool is_loopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
 }
 
-std::string check_backend(const std::string& backend) {
+// The backend a name asks for, checked to be buildable here. Empty (PyTorch's None): gloo for CPU
+// tensors and nccl for CUDA tensors when the build has NCCL (named "undefined", as PyTorch names it),
+// else gloo.
+Backend parse_backend(const std::string& backend, const char* op) {
   std::string b;
   for (char c : backend) b.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  if (b.empty() || b == "gloo" || b == "cpu:gloo") return "gloo";
-  if (b == "nccl" || b == "cuda:nccl") {
-    throw DistBackendError("[init_process_group] backend 'nccl' (CUDA tensors) is not built yet in rustytorch; use "
-                           "backend='gloo' with CPU tensors");
+  Backend choice;
+  if (b.empty()) {
+    choice = is_nccl_available() ? Backend{Backend::Combined, "undefined"} : Backend{Backend::Gloo, "gloo"};
+  } else if (b == "gloo" || b == "cpu:gloo") {
+    choice = {Backend::Gloo, "gloo"};
+  } else if (b == "nccl" || b == "cuda:nccl") {
+    choice = {Backend::Nccl, "nccl"};
+  } else if (b == "cpu:gloo,cuda:nccl" || b == "cuda:nccl,cpu:gloo") {
+    choice = {Backend::Combined, b};
+  } else {
+    throw ValueError(std::string("[") + op + "] unknown backend '" + backend +
+                     "'; rustytorch has 'gloo', 'nccl' and 'cpu:gloo,cuda:nccl'");
   }
-  throw ValueError("[init_process_group] unknown backend '" + backend + "'; rustytorch has 'gloo'");
+  // Before any rendezvous: a build without NCCL says so (make_nccl_group raises, naming how to get
+  // it), and an nccl-only group needs a CUDA device, as PyTorch's does.
+  if (choice.kind != Backend::Gloo && !is_nccl_available()) make_nccl_group(nullptr, 0, 1, kDefaultTimeout);
+  if (choice.kind == Backend::Nccl && cuda::device_count() == 0) {
+    throw DistBackendError(std::string("[") + op + "] backend 'nccl' needs a CUDA device: " +
+                           cuda::unavailable_reason() + "; use backend='gloo' with CPU tensors");
+  }
+  return choice;
+}
+
+std::shared_ptr<ProcessGroup> make_group(const Backend& backend, std::shared_ptr<Store> store, int rank, int size,
+                                         Timeout timeout, std::vector<int> ranks, const std::string& host) {
+  switch (backend.kind) {
+    case Backend::Gloo: return make_gloo_group(std::move(store), rank, size, timeout, std::move(ranks), host);
+    case Backend::Nccl: return make_nccl_group(std::move(store), rank, size, timeout, std::move(ranks));
+    case Backend::Combined:
+      return make_combined_group(std::move(store), rank, size, timeout, std::move(ranks), host, backend.name);
+  }
+  return nullptr;
 }
 
 }  // namespace
 
 void init_process_group(const InitOptions& o) {
-  const std::string backend = check_backend(o.backend);
   if (o.timeout.count() <= 0) throw ValueError("[init_process_group] the timeout must be positive");
+  const Backend backend = parse_backend(o.backend, "init_process_group");
   World& w = world();
   std::lock_guard<std::mutex> lock(w.mu);
   if (w.group) throw ValueError("[init_process_group] trying to initialize the default process group twice!");
@@ -114,9 +152,10 @@ void init_process_group(const InitOptions& o) {
   // Peers that meet through a store on loopback are on this host: the Gloo devices listen there too.
   const auto* tcp = dynamic_cast<const TCPStore*>(store.get());
   const std::string host = tcp != nullptr && is_loopback(tcp->host()) ? "127.0.0.1" : "";
-  w.group = make_gloo_group(std::make_shared<PrefixStore>("default_pg", store), rank, size, o.timeout, {}, host);
+  w.group = make_group(backend, std::make_shared<PrefixStore>("default_pg", store), rank, size, o.timeout, {}, host);
   w.store = store;
   w.host = host;
+  w.backend = backend;
   w.next_group = 0;
 }
 
@@ -154,11 +193,13 @@ std::shared_ptr<Store> default_store() {
 
 std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks, std::optional<Timeout> timeout,
                                         const std::string& backend) {
-  check_backend(backend);
+  std::optional<Backend> asked;
+  if (!backend.empty()) asked = parse_backend(backend, "new_group");
   World& w = world();
   std::shared_ptr<ProcessGroup> world_group;
   std::shared_ptr<Store> store;
   std::string host;
+  Backend choice;
   int id;
   {
     std::lock_guard<std::mutex> lock(w.mu);
@@ -166,6 +207,7 @@ std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks, std::optional<Ti
     world_group = w.group;
     store = w.store;
     host = w.host;
+    choice = asked.value_or(w.backend);
     id = w.next_group++;
   }
   const int world_size = world_group->size();
@@ -186,8 +228,8 @@ std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks, std::optional<Ti
   for (size_t i = 0; i < ranks.size(); ++i)
     if (ranks[i] == world_group->rank()) mine = static_cast<int>(i);
   if (mine < 0) return nullptr;
-  return make_gloo_group(std::make_shared<PrefixStore>("group_" + std::to_string(id), store), mine,
-                         static_cast<int>(ranks.size()), timeout.value_or(world_group->timeout()), ranks, host);
+  return make_group(choice, std::make_shared<PrefixStore>("group_" + std::to_string(id), store), mine,
+                    static_cast<int>(ranks.size()), timeout.value_or(world_group->timeout()), ranks, host);
 }
 
 }  // namespace rtx::dist

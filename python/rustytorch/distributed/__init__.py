@@ -3,8 +3,9 @@
 init_process_group (env:// or tcp://host:port, or a Store), the default group and new_group, the
 collectives (all_reduce, broadcast, reduce, all_gather, all_gather_into_tensor, reduce_scatter_tensor,
 all_to_all_single, barrier), point-to-point send/recv/isend/irecv, the stores (TCPStore, PrefixStore)
-and the errors (DistError, DistBackendError, DistStoreError). The Gloo backend runs the collectives of
-CPU tensors; every function here is a thin call into the C++ layer.
+and the errors (DistError, DistBackendError, DistStoreError). The gloo backend runs the collectives of
+CPU tensors, the nccl backend those of CUDA tensors, and backend=None both (in builds with NCCL; get_backend
+then says "undefined", as PyTorch's does); every function here is a thin call into the C++ layer.
 """
 
 from datetime import timedelta
@@ -57,7 +58,8 @@ def is_gloo_available():
 
 
 def is_nccl_available():
-    return False
+    """Whether this build has the nccl backend (as PyTorch's, whether or not a GPU is visible)."""
+    return _d.is_nccl_available()
 
 
 def is_mpi_available():
@@ -74,7 +76,7 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     if store is not None and (rank < 0 or world_size <= 0):
         raise _C.ValueError("[init_process_group] rank and world_size must be given with store")
     if pg_options is not None:
-        raise _C.ValueError("[init_process_group] pg_options is not supported by the gloo backend")
+        raise _C.ValueError("[init_process_group] pg_options is not supported by rustytorch's backends")
     _d.init_process_group(backend or "", init_method or "", rank, world_size,
                           default_pg_timeout if timeout is None else timeout, store)
     GroupMember.WORLD = _d.default_group()
@@ -138,8 +140,9 @@ def get_group_rank(group, global_rank):
 
 def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
               group_desc=None, device_id=None):
-    """A group of the given world ranks (all of them when None) with its own Gloo context; every process
-    must call it in the same order. Processes outside it get GroupMember.NON_GROUP_MEMBER."""
+    """A group of the given world ranks (all of them when None) with its own communicators, on backend (None:
+    the default group's); every process must call it in the same order. Processes outside it get
+    GroupMember.NON_GROUP_MEMBER."""
     pg = _d.new_group(list(ranks) if ranks is not None else [], timeout, backend or "")
     return GroupMember.NON_GROUP_MEMBER if pg is None else pg
 

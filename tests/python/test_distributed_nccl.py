@@ -1,0 +1,447 @@
+"""rustytorch.distributed's nccl backend and backend=None's group (gloo for CPU tensors, nccl for CUDA
+tensors): what a build says about NCCL and how it refuses without it; the CPU half of backend=None
+across 2 processes (and its CUDA half with two GPUs); on one GPU, a one-rank nccl group in this process
+(every collective and dtype, non-contiguous tensors, a producer on a side stream, an input freed while
+NCCL still reads it, errors, TORCH_NCCL_BLOCKING_WAIT); with two GPUs, two processes (every collective
+and dtype against numpy references, point-to-point, subgroups, and a killed rank that the other sees
+as DistBackendError within the timeout, with and without blocking wait).
+
+Ranks run this file as a script (python test_distributed_nccl.py SCENARIO OUT), started with
+subprocess over 127.0.0.1 on a free port, each run bounded by a timeout and killed on failure."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+import rustytorch as rt
+import rustytorch.distributed as dist
+
+DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"]
+OPS = ["SUM", "PRODUCT", "MIN", "MAX", "AVG"]
+NP = {"float32": np.float64, "float64": np.float64, "float16": np.float64, "bfloat16": np.float64,
+      "int8": np.int8, "uint8": np.uint8, "int32": np.int32, "int64": np.int64}
+RUN_TIMEOUT = 120
+N_GPUS = rt.cuda.device_count()
+NO_GPU = "no CUDA device: " + rt._C._cuda.unavailable_reason()
+needs_nccl = pytest.mark.skipif(not dist.is_nccl_available(),
+                                reason="this build has no nccl backend (build with CUDA and NCCL)")
+needs_gloo = pytest.mark.skipif(not dist.is_gloo_available(),
+                                reason="this build has no gloo backend (install libgloo-dev and rebuild)")
+needs_gpu = pytest.mark.skipif(not dist.is_nccl_available() or N_GPUS < 1,
+                               reason=NO_GPU if N_GPUS < 1 else "this build has no nccl backend")
+needs_two_gpus = pytest.mark.skipif(not dist.is_nccl_available() or N_GPUS < 2,
+                                    reason=f"needs 2 CUDA devices and NCCL, found {N_GPUS} device(s)")
+
+
+def _plain(t):
+    """A tensor's values as nested lists (float16 and bfloat16 through float32, which holds them exactly)."""
+    t = t.cpu()
+    if t.dtype in (rt.float16, rt.bfloat16):
+        t = t.float()
+    return t.tolist()
+
+
+def _slow_ones(device):
+    """A 4096 x 4096 float32 matrix of ones made by 40 exact products on the current stream: a producer
+    that keeps the GPU busy for tens of milliseconds."""
+    m = rt.full((4096, 4096), 1.0 / 4096, device=device)
+    x = rt.ones(4096, 4096, device=device)
+    for _ in range(40):
+        x = x @ m
+    return x
+
+
+# ----------------------------------------------------------------------------------------------------
+# The ranks' side: scenarios run in the child processes.
+# ----------------------------------------------------------------------------------------------------
+def _collectives(out, device, prefix=""):
+    """Every collective and dtype on tensors of device; results under prefix + key."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    for name in DTYPES:
+        dt = getattr(rt, name)
+        x = (rt.arange(6, dtype=rt.int64).reshape(2, 3) + rank).to(dt).to(device)
+        for op in OPS:
+            if op == "AVG" and not x.is_floating_point():
+                continue
+            t = x.clone()
+            assert dist.all_reduce(t, op=getattr(dist.ReduceOp, op)) is None
+            out[f"{prefix}all_reduce/{name}/{op}"] = _plain(t)
+        t = x.clone()
+        dist.broadcast(t, src=world - 1)
+        out[f"{prefix}broadcast/{name}"] = _plain(t)
+        t = x.clone()
+        dist.reduce(t, dst=0, op=dist.ReduceOp.SUM)
+        out[f"{prefix}reduce/{name}"] = _plain(t)
+        gathered = [rt.zeros(2, 3, dtype=dt, device=device) for _ in range(world)]
+        dist.all_gather(gathered, x)
+        out[f"{prefix}all_gather/{name}"] = [_plain(g) for g in gathered]
+        big = rt.zeros(world * 2, 3, dtype=dt, device=device)
+        dist.all_gather_into_tensor(big, x)
+        out[f"{prefix}all_gather_into_tensor/{name}"] = _plain(big)
+        rs_in = (rt.arange(world * 6, dtype=rt.int64).reshape(world * 2, 3) + rank).to(dt).to(device)
+        rs_out = rt.zeros(2, 3, dtype=dt, device=device)
+        dist.reduce_scatter_tensor(rs_out, rs_in, op=dist.ReduceOp.SUM)
+        out[f"{prefix}reduce_scatter_tensor/{name}"] = _plain(rs_out)
+        a2a_in = (rt.arange(world * 2, dtype=rt.int64) + 10 * rank).to(dt).to(device)
+        a2a_out = rt.zeros(world * 2, dtype=dt, device=device)
+        dist.all_to_all_single(a2a_out, a2a_in)
+        out[f"{prefix}all_to_all_single/{name}"] = _plain(a2a_out)
+    for op in ("SUM", "PRODUCT", "MAX"):
+        flags = rt.tensor([rank == 0, True, False], device=device)
+        dist.all_reduce(flags, op=getattr(dist.ReduceOp, op))
+        out[f"{prefix}all_reduce/bool/{op}"] = flags.cpu().tolist()
+    rows = lambda s, d: s + d + 1  # noqa: E731  (rank s sends s + d + 1 rows of 2 to rank d)
+    send = rt.cat([rt.full((rows(rank, d), 2), 1000 * rank + d, dtype=rt.int64, device=device)
+                   for d in range(world)])
+    recv = rt.zeros(sum(rows(s, rank) for s in range(world)), 2, dtype=rt.int64, device=device)
+    dist.all_to_all_single(recv, send, output_split_sizes=[rows(s, rank) for s in range(world)],
+                           input_split_sizes=(rows(rank, d) for d in range(world)))
+    out[f"{prefix}all_to_all_single/uneven"] = recv.cpu().tolist()
+    base = rt.arange(6, dtype=rt.float32, device=device).reshape(2, 3) + rank
+    dist.all_reduce(base.t())
+    out[f"{prefix}all_reduce/noncontiguous"] = base.cpu().tolist()
+    # Async ops run in issue order: SUM then PRODUCT gives sum ** world, the other order would not.
+    t = rt.full((4,), float(rank + 1), dtype=rt.float64, device=device)
+    w1 = dist.all_reduce(t, async_op=True)
+    w2 = dist.all_reduce(t, op=dist.ReduceOp.PRODUCT, async_op=True)
+    assert w2.wait() and w1.wait()
+    out[f"{prefix}async/order"] = t.cpu().tolist()
+    if world > 1:  # a rank cannot send to itself
+        # Point to point, each pair ordered so that no send waits on a receive posted after the peer's
+        # own send (NCCL's sends block until matched); tags are accepted (and ignored by nccl).
+        token = rt.full((3,), float(rank), dtype=rt.float64, device=device)
+        got = rt.zeros(3, dtype=rt.float64, device=device)
+        nxt, prv = (rank + 1) % world, (rank - 1) % world
+        if rank % 2 == 0:
+            dist.send(token, dst=nxt, tag=7)
+            src = dist.recv(got, src=prv, tag=7)
+        else:
+            src = dist.recv(got, src=prv, tag=7)
+            dist.send(token, dst=nxt, tag=7)
+        out[f"{prefix}p2p/ring"] = [src, got.cpu().tolist()]
+    dist.barrier()
+    out[f"{prefix}barrier"] = True
+
+
+def scenario_cpu_half(out):
+    """backend None (or "cpu:gloo,cuda:nccl"): CPU tensors on gloo, and CUDA tensors on nccl when each
+    rank has a GPU."""
+    rank = dist.get_rank()
+    out["backend"] = [dist.get_backend(), dist.get_backend(dist.new_group([0, 1]))]
+    _collectives(out, "cpu")
+    if rt.cuda.device_count() >= dist.get_world_size():
+        rt.cuda.set_device(rank)
+        _collectives(out, f"cuda:{rank}", prefix="cuda/")
+
+
+def scenario_gpu(out):
+    rank = dist.get_rank()
+    rt.cuda.set_device(rank)  # after init_process_group: the communicator is made at the first collective
+    out["backend"] = [dist.get_backend()]
+    _collectives(out, f"cuda:{rank}")
+    pair = dist.new_group([0, 1])
+    t = rt.full((2,), float(rank + 1), device=f"cuda:{rank}")
+    dist.all_reduce(t, group=pair, op=dist.ReduceOp.MAX)
+    out["sub/all_reduce"] = t.cpu().tolist()
+    with pytest.raises(rt.DeviceError, match="the nccl backend takes CUDA tensors"):
+        dist.all_reduce(rt.ones(2))
+
+
+def scenario_killed_peer(out):
+    """Rank 1 is killed after one all_reduce; rank 0 keeps reducing until the group fails."""
+    rank = dist.get_rank()
+    rt.cuda.set_device(rank)
+    t = rt.ones(1000, device=f"cuda:{rank}")
+    dist.all_reduce(t)
+    out["first"] = t[0].item()
+    rt.cuda.synchronize()
+    if rank == 1:
+        json.dump(out, open(sys.argv[2] + f".{rank}", "w"))
+        os.kill(os.getpid(), signal.SIGKILL)
+    start = time.monotonic()
+    try:
+        for _ in range(1000):  # the peer is gone before or during one of these
+            dist.all_reduce(t)
+            rt.cuda.synchronize()  # returns once the watchdog has aborted the communicator
+        out["error"] = None
+    except Exception as e:  # noqa: BLE001
+        out["error"] = [type(e).__name__, str(e), isinstance(e, dist.DistError)]
+    out["elapsed"] = time.monotonic() - start
+
+
+def _child_main():
+    scenario, out_path = sys.argv[1], sys.argv[2]
+    backend = os.environ["RTX_TEST_BACKEND"] or None
+    dist.init_process_group(backend=backend, timeout=timedelta(seconds=int(os.environ.get("RTX_TEST_TIMEOUT", 30))))
+    out = {}
+    globals()["scenario_" + scenario](out)
+    json.dump(out, open(out_path + f".{dist.get_rank()}", "w"))
+    dist.destroy_process_group()
+
+
+# ----------------------------------------------------------------------------------------------------
+# The test side.
+# ----------------------------------------------------------------------------------------------------
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(scenario, world, tmp_path, backend="", extra_env=None, killed=()):
+    """Runs scenario in world processes; returns each rank's results. Ranks in killed may die by SIGKILL."""
+    port = _free_port()
+    out = str(tmp_path / scenario)
+    procs = []
+    try:
+        for rank in range(world):
+            env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+            env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                       RTX_TEST_BACKEND=backend)
+            env.update(extra_env or {})
+            procs.append(subprocess.Popen([sys.executable, __file__, scenario, out], env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        deadline = time.monotonic() + RUN_TIMEOUT
+        logs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for rank, (p, log) in enumerate(zip(procs, logs)):
+        ok = (0, -signal.SIGKILL) if rank in killed else (0,)
+        assert p.returncode in ok, f"rank {rank} of {scenario} exited with {p.returncode}:\n{log}"
+    return [json.load(open(out + f".{rank}")) for rank in range(world)]
+
+
+def _wrap(values, name):
+    """values (int64 or float64 numbers) as the dtype name holds them (integers wrap)."""
+    return np.asarray(values).astype(NP[name]).astype(np.float64 if NP[name] is np.float64 else np.int64)
+
+
+def _expected(rank, world, prefix=""):
+    """The reference results of _collectives for rank, from numpy."""
+    exp = {}
+    xs = [np.arange(6, dtype=np.int64).reshape(2, 3) + r for r in range(world)]
+    stack = np.stack(xs)
+    for name in DTYPES:
+        reds = {"SUM": stack.sum(0), "PRODUCT": stack.prod(0), "MIN": stack.min(0), "MAX": stack.max(0)}
+        if NP[name] is np.float64:
+            reds["AVG"] = stack.sum(0) / world
+        for op, v in reds.items():
+            exp[f"all_reduce/{name}/{op}"] = _wrap(v, name)
+        exp[f"broadcast/{name}"] = _wrap(xs[world - 1], name)
+        exp[f"reduce/{name}"] = _wrap(stack.sum(0) if rank == 0 else xs[rank], name)
+        exp[f"all_gather/{name}"] = _wrap(stack, name)
+        exp[f"all_gather_into_tensor/{name}"] = _wrap(np.concatenate(xs), name)
+        rs = sum(np.arange(world * 6).reshape(world * 2, 3) + r for r in range(world))
+        exp[f"reduce_scatter_tensor/{name}"] = _wrap(rs[rank * 2:(rank + 1) * 2], name)
+        a2a = np.concatenate([(np.arange(world * 2) + 10 * s)[rank * 2:(rank + 1) * 2] for s in range(world)])
+        exp[f"all_to_all_single/{name}"] = _wrap(a2a, name)
+    flags = np.array([[r == 0, True, False] for r in range(world)])
+    exp["all_reduce/bool/SUM"] = flags.any(0).tolist()
+    exp["all_reduce/bool/MAX"] = flags.any(0).tolist()
+    exp["all_reduce/bool/PRODUCT"] = flags.all(0).tolist()
+    exp["all_to_all_single/uneven"] = np.concatenate([np.full((s + rank + 1, 2), 1000 * s + rank)
+                                                      for s in range(world)])
+    exp["all_reduce/noncontiguous"] = stack.sum(0).astype(np.float64)
+    exp["async/order"] = [float(sum(range(1, world + 1)) ** world)] * 4
+    exp["p2p/ring"] = [(rank - 1) % world, [float((rank - 1) % world)] * 3]
+    exp["barrier"] = True
+    return {prefix + k: v for k, v in exp.items()}
+
+
+def _check(got, exp, rank):
+    for key, value in exp.items():
+        assert key in got, f"rank {rank}: no result for {key}"
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(np.asarray(got[key]), value, err_msg=f"rank {rank} {key}")
+        else:
+            assert got[key] == value, f"rank {rank} {key}: {got[key]} != {value}"
+
+
+# ----------------------------------------------------------------------------------------------------
+# Every build.
+# ----------------------------------------------------------------------------------------------------
+def test_build_says_whether_it_has_nccl():
+    assert isinstance(dist.is_nccl_available(), bool)
+    assert not dist.is_initialized()
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=5))
+    if not dist.is_nccl_available():
+        for backend in ("nccl", "cuda:nccl", "cpu:gloo,cuda:nccl"):
+            with pytest.raises(dist.DistBackendError, match="no nccl backend.*RTX_WITH_NCCL"):
+                dist.init_process_group(backend, store=store, rank=0, world_size=1)
+    elif N_GPUS == 0:
+        with pytest.raises(dist.DistBackendError, match="backend 'nccl' needs a CUDA device"):
+            dist.init_process_group("nccl", store=store, rank=0, world_size=1)
+    with pytest.raises(ValueError, match="unknown backend 'mpi'; rustytorch has 'gloo', 'nccl'"):
+        dist.init_process_group("mpi", store=store, rank=0, world_size=1)
+    assert not dist.is_initialized()
+
+
+@needs_gloo
+def test_backend_none_is_gloo_plus_nccl_when_built():
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=5))
+    dist.init_process_group(store=store, rank=0, world_size=1, timeout=timedelta(seconds=5))
+    try:
+        # As PyTorch: backend None is "undefined" (gloo for CPU tensors, nccl for CUDA tensors).
+        assert dist.get_backend() == ("undefined" if dist.is_nccl_available() else "gloo")
+        t = rt.tensor([1.0, 2.0])
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        assert t.tolist() == [1.0, 2.0]
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+@needs_nccl
+@needs_gloo
+@pytest.mark.parametrize("backend", ["", "cpu:gloo,cuda:nccl"])
+def test_backend_none_two_ranks(tmp_path, backend):
+    results = _run("cpu_half", 2, tmp_path, backend=backend)
+    for rank, got in enumerate(results):
+        name = backend or "undefined"
+        assert got["backend"] == [name, name]
+        _check(got, _expected(rank, 2), rank)
+        if N_GPUS >= 2:
+            _check(got, _expected(rank, 2, prefix="cuda/"), rank)
+
+
+# ----------------------------------------------------------------------------------------------------
+# One GPU: a one-rank nccl group in this process.
+# ----------------------------------------------------------------------------------------------------
+@pytest.fixture
+def nccl_one_rank(monkeypatch, request):
+    blocking = getattr(request, "param", "0")
+    monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", blocking)  # read when the group is made
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=20))
+    dist.init_process_group("nccl", store=store, rank=0, world_size=1, timeout=timedelta(seconds=20))
+    yield
+    dist.destroy_process_group()
+
+
+@needs_gpu
+def test_one_rank_every_collective_and_dtype(nccl_one_rank):
+    assert dist.get_backend() == "nccl" and dist.get_world_size() == 1
+    out = {}
+    _collectives(out, "cuda")
+    _check(out, {k: v for k, v in _expected(0, 1).items() if not k.startswith("p2p/")}, 0)
+    work = dist.barrier(async_op=True)
+    assert work.wait() and work.is_completed() and work.is_success()
+
+
+@needs_gpu
+def test_one_rank_non_contiguous_tensors(nccl_one_rank):
+    src = rt.arange(12, dtype=rt.float32, device="cuda").reshape(3, 4)
+    base = src.clone()
+    dist.all_reduce(base.t())
+    assert base.cpu().tolist() == src.cpu().tolist()
+    out = rt.zeros(3, 4, device="cuda")
+    dist.all_gather_into_tensor(out.t(), src.t())
+    assert out.t().cpu().tolist() == src.t().cpu().tolist()
+    parts = [rt.zeros(4, 3, device="cuda").t()]
+    dist.all_gather(parts, src)
+    assert parts[0].cpu().tolist() == src.cpu().tolist()
+    recv = rt.zeros(4, 3, device="cuda")
+    dist.all_to_all_single(recv.t(), src, input_split_sizes=[3])
+    assert recv.t().cpu().tolist() == src.cpu().tolist()
+
+
+@needs_gpu
+def test_one_rank_collective_runs_after_a_producer_on_a_side_stream(nccl_one_rank):
+    side = rt.cuda.Stream()
+    with rt.cuda.stream(side):
+        out = rt.zeros(4096 * 4096, device="cuda")
+        work = dist.all_gather_into_tensor(out, _slow_ones("cuda") + 6, async_op=True)
+        assert not work.is_completed()  # the producer still runs; the host was not blocked
+        work.wait()  # the side stream waits for the collective
+        assert bool((out == 7).all().item())
+
+
+@needs_gpu
+def test_one_rank_input_freed_while_nccl_reads_it(nccl_one_rank):
+    rt.cuda.empty_cache()
+    n = 1024 * 4096  # a size no other tensor here has
+    out = rt.zeros(n, device="cuda")
+    producer = _slow_ones("cuda")
+    inp = (producer[:1024] + 6).reshape(-1)
+    memory = inp.data_ptr()
+    work = dist.all_gather_into_tensor(out, inp, async_op=True)
+    del inp  # its memory stays reserved for the NCCL stream until the collective is done
+    other = rt.full((n,), -5.0, device="cuda")
+    assert other.data_ptr() != memory
+    work.wait()
+    assert bool((out == 7).all().item())
+
+
+@needs_gpu
+@pytest.mark.parametrize("nccl_one_rank", ["0", "1"], indirect=True)
+def test_one_rank_wait_blocks_the_host_only_with_blocking_wait(nccl_one_rank):
+    out = rt.zeros(4096 * 4096, device="cuda")
+    work = dist.all_gather_into_tensor(out, _slow_ones("cuda"), async_op=True)
+    assert work.wait()
+    blocking = os.environ["TORCH_NCCL_BLOCKING_WAIT"] == "1"
+    assert work.is_completed() == blocking  # without it, wait() only orders the current stream
+    rt.cuda.synchronize()
+    assert work.is_completed() and work.is_success()
+    assert work.result()[0].data_ptr() == out.data_ptr()
+
+
+@needs_gpu
+def test_one_rank_errors(nccl_one_rank):
+    x = rt.ones(4, device="cuda")
+    with pytest.raises(rt.DeviceError, match=r"\[all_reduce\] the nccl backend takes CUDA tensors, got one on cpu; "
+                                             r"use the gloo backend for CPU tensors, or backend=None for both"):
+        dist.all_reduce(rt.ones(4))
+    with pytest.raises(rt.DTypeError, match=r"\[all_reduce\] ReduceOp.AVG needs a floating-point tensor, got int64"):
+        dist.all_reduce(rt.ones(2, dtype=rt.int64, device="cuda"), op=dist.ReduceOp.AVG)
+    with pytest.raises(rt.ShapeError, match=r"\[all_gather\] output shape \[3\] != input shape \[4\]"):
+        dist.all_gather([rt.zeros(3, device="cuda")], x)
+    with pytest.raises(rt.DTypeError, match=r"\[all_gather_into_tensor\] output dtype float64 != input dtype float32"):
+        dist.all_gather_into_tensor(rt.zeros(4, dtype=rt.float64, device="cuda"), x)
+    with pytest.raises(ValueError, match=r"\[isend\] rank 1 is not in the group"):
+        dist.isend(x, dst=1)
+    with pytest.raises(ValueError, match=r"\[send\] dst rank 0 is this rank"):
+        dist.send(x, dst=0)
+    if N_GPUS >= 2:
+        dist.all_reduce(x)  # the group's device is cuda:0 now
+        with pytest.raises(rt.DeviceError, match="this nccl group works on cuda:0, got a tensor on cuda:1"):
+            dist.all_reduce(rt.ones(4, device="cuda:1"))
+    dist.all_reduce(x)  # the group still works
+    assert x.cpu().tolist() == [1.0] * 4
+
+
+# ----------------------------------------------------------------------------------------------------
+# Two GPUs: two processes.
+# ----------------------------------------------------------------------------------------------------
+@needs_two_gpus
+def test_two_ranks_every_collective(tmp_path):
+    results = _run("gpu", 2, tmp_path, backend="nccl")
+    for rank, got in enumerate(results):
+        assert got["backend"] == ["nccl"]
+        _check(got, _expected(rank, 2), rank)
+        assert got["sub/all_reduce"] == [2.0, 2.0]
+
+
+@needs_two_gpus
+@pytest.mark.parametrize("blocking", ["0", "1"])
+def test_two_ranks_killed_peer_raises_within_timeout(tmp_path, blocking):
+    results = _run("killed_peer", 2, tmp_path, backend="nccl", killed=(1,),
+                   extra_env={"RTX_TEST_TIMEOUT": "8", "TORCH_NCCL_BLOCKING_WAIT": blocking})
+    assert results[1]["first"] == 2.0
+    name, message, is_dist_error = results[0]["error"]
+    assert is_dist_error and name == "DistBackendError", message
+    assert "[all_reduce] rank 0 of an nccl group of 2 (world ranks [0, 1])" in message, message
+    assert "did not complete within 8 s" in message or "failed on the group's communicator" in message, message
+    assert results[0]["elapsed"] < 8 + 3
+
+
+if __name__ == "__main__":
+    _child_main()
