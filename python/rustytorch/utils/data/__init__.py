@@ -6,6 +6,7 @@ from .dataloader import DataLoader  # noqa: F401
 from .dataset import (  # noqa: F401
     ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split,
 )
+from .distributed import DistributedSampler  # noqa: F401
 from .sampler import (  # noqa: F401
     BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler, WeightedRandomSampler,
 )
