@@ -117,10 +117,14 @@ inline void serial_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, doubl
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
+// A product above kSerialGemmWork multiply-adds is cut into at most this many pieces.
+constexpr int64_t kGemmPieces = 16;
+
 // c[m, n] = alpha * op(a)[m, k] @ op(b)[k, n] + beta * c (row-major; op transposes when asked). Above
-// kSerialGemmWork multiply-adds (and outside another parallel region) the threads take blocks of 16
-// rows of c, or of 16 columns when c is wider than tall; each element's sum runs in the same order
-// whatever the split.
+// kSerialGemmWork multiply-adds (and outside another parallel region) c is cut into pieces of whole
+// blocks of 16 rows, or of 16 columns when c is wider than tall, which the threads share. The pieces
+// do not depend on the thread count (BLAS kernels may sum in another order for another shape, e.g.
+// OpenBLAS's small-matrix kernels), so each element's sum runs in the same order with any count.
 template <typename T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
           int64_t ldb, T beta, T* c, int64_t ldc) {
@@ -135,14 +139,19 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
   const int64_t extent = split_rows ? m : n;
   const int64_t blocks = (extent + kBlock - 1) / kBlock;
   const int64_t block_work = std::max<int64_t>(1, work / blocks);
-  parallel_for(blocks, std::max<int64_t>(1, kSerialGemmWork / block_work), [&](int64_t b0, int64_t b1) {
-    const int64_t lo = b0 * kBlock, hi = std::min(extent, b1 * kBlock);
-    if (split_rows) {
-      const T* a_rows = ta ? a + lo : a + lo * lda;  // op(a) rows are a's columns when transposed
-      serial_gemm(ta, tb, hi - lo, n, k, alpha, a_rows, lda, b, ldb, beta, c + lo * ldc, ldc);
-    } else {
-      const T* b_cols = tb ? b + lo * ldb : b + lo;  // op(b) columns are b's rows when transposed
-      serial_gemm(ta, tb, m, hi - lo, k, alpha, a, lda, b_cols, ldb, beta, c + lo, ldc);
+  const int64_t piece_blocks =
+      std::max((blocks + kGemmPieces - 1) / kGemmPieces, std::max<int64_t>(1, kSerialGemmWork / block_work));
+  const int64_t pieces = (blocks + piece_blocks - 1) / piece_blocks;
+  parallel_for(pieces, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t lo = p * piece_blocks * kBlock, hi = std::min(extent, (p + 1) * piece_blocks * kBlock);
+      if (split_rows) {
+        const T* a_rows = ta ? a + lo : a + lo * lda;  // op(a) rows are a's columns when transposed
+        serial_gemm(ta, tb, hi - lo, n, k, alpha, a_rows, lda, b, ldb, beta, c + lo * ldc, ldc);
+      } else {
+        const T* b_cols = tb ? b + lo * ldb : b + lo;  // op(b) columns are b's rows when transposed
+        serial_gemm(ta, tb, m, hi - lo, k, alpha, a, lda, b_cols, ldb, beta, c + lo, ldc);
+      }
     }
   });
 }
