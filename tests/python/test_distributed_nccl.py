@@ -445,3 +445,29 @@ def test_two_ranks_killed_peer_raises_within_timeout(tmp_path, blocking):
 
 if __name__ == "__main__":
     _child_main()
+
+
+@needs_gpu
+def test_one_rank_ddp_on_cuda_equals_the_plain_model(nccl_one_rank):
+    """DistributedDataParallel over nccl on one GPU (tiny buckets, bf16 autocast, fused AdamW, clipping,
+    bucket views): the same parameters as the unwrapped model, inputs moved by device_ids."""
+    def make():
+        rt.manual_seed(0)
+        return rt.nn.Sequential(rt.nn.Linear(32, 64), rt.nn.GELU(), rt.nn.Linear(64, 8)).cuda()
+
+    plain, wrapped = make(), make()
+    ddp = rt.nn.parallel.DistributedDataParallel(wrapped, device_ids=[0], bucket_cap_mb=0.002,
+                                                 gradient_as_bucket_view=True)
+    assert len(ddp._bucket_indices()) > 2
+    opts = [rt.optim.AdamW(m.parameters(), lr=1e-2, fused=True) for m in (plain, ddp)]
+    for step in range(3):
+        x = rt.randn(16, 32)  # on the CPU: DDP moves it to device_ids[0]
+        for model, opt in zip((plain, ddp), opts):
+            with rt.autocast("cuda", dtype=rt.bfloat16):
+                loss = model(x.cuda() if model is plain else x).float().square().mean()
+            loss.backward()
+            rt.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=False)
+    for p, q in zip(plain.parameters(), wrapped.parameters()):
+        assert rt.equal(p, q)
