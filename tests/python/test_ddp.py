@@ -112,6 +112,9 @@ def scenario_train(torch, dist, out):
     ref_micro = _train(torch, _model(torch, 0), batches, 0, 1, None, micro=2)
     out["reference_micro"] = ref_micro[-1]
     out["ddp"] = _train(torch, _model(torch, rank), batches, rank, world, {"bucket_cap_mb": 0.0005})[-1]
+    if hasattr(torch.nn.parallel.DistributedDataParallel, "_bucket_indices"):
+        ddp = torch.nn.parallel.DistributedDataParallel(_model(torch, rank), bucket_cap_mb=0.0005)
+        out["buckets"] = ddp._bucket_indices()
     out["ddp_view"] = _train(torch, _model(torch, rank), batches, rank, world,
                              {"bucket_cap_mb": 0.0005, "gradient_as_bucket_view": True})[-1]
     out["ddp_no_sync"] = _train(torch, _model(torch, rank), batches, rank, world, {}, micro=2)[-1]
@@ -216,6 +219,7 @@ def _close(a, b, atol=2e-5):
 @needs_gloo
 def test_ddp_training_equals_one_process_on_the_whole_batch(tmp_path):
     r0, r1 = _run("train", tmp_path)
+    assert len(r0["buckets"]) > 3  # tiny buckets: many all-reduces in flight
     for key in ("ddp", "ddp_view", "ddp_no_sync"):
         assert r0[key] == r1[key], f"{key}: the ranks' parameters differ"
     _close(r0["ddp"], r0["reference"])

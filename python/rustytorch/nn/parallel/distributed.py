@@ -97,7 +97,8 @@ class DistributedDataParallel(Module):
         _d.broadcast_coalesced(pg, states, _BROADCAST_BUCKET_BYTES, 0)
         cap = int((25 if bucket_cap_mb is None else bucket_cap_mb) * 1024 * 1024)
         # A static graph's unused parameters are found the same way as with find_unused_parameters.
-        self.reducer = _d.Reducer(params, pg, max(cap, 1), _DEFAULT_FIRST_BUCKET_BYTES,
+        # The first bucket is kept small, and no larger than the cap asked for.
+        self.reducer = _d.Reducer(params, pg, max(cap, 1), max(1, min(cap, _DEFAULT_FIRST_BUCKET_BYTES)),
                                   find_unused_parameters or static_graph, gradient_as_bucket_view,
                                   [n for n, _ in named])
 
