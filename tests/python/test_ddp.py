@@ -5,18 +5,10 @@ process training on the whole batch; the same for gradient_as_bucket_view, gradi
 no_sync, unused parameters with and without find_unused_parameters, buffers and state_dict; and against
 torch's DDP where torch is importable.
 
-Ranks run this file as a script (python test_ddp.py SCENARIO OUT MODULE), started with subprocess
-over 127.0.0.1 on a free port, each run bounded by a timeout and killed on failure."""
-import json
-import os
-import socket
-import subprocess
-import sys
-import time
-from datetime import timedelta
-
+Ranks run this file as a script (python test_ddp.py SCENARIO OUT MODULE) through dist_launch."""
 import numpy as np
 import pytest
+from dist_launch import rank_main, run_scenario
 
 import rustytorch.distributed as rdist
 
@@ -165,50 +157,8 @@ def scenario_mismatch(torch, dist, out):
         out["error"] = f"{type(e).__name__}: {e}"
 
 
-def _child_main():
-    scenario, out_path, module = sys.argv[1], sys.argv[2], sys.argv[3]
-    if module == "torch":
-        import torch
-        import torch.distributed as dist
-    else:
-        import rustytorch as torch
-        import rustytorch.distributed as dist
-    dist.init_process_group("gloo", timeout=timedelta(seconds=20))
-    out = {}
-    globals()["scenario_" + scenario](torch, dist, out)
-    json.dump(out, open(out_path + f".{dist.get_rank()}", "w"))
-    dist.destroy_process_group()
-
-
-# ----------------------------------------------------------------------------------------------------
-# The test side.
-# ----------------------------------------------------------------------------------------------------
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(scenario, tmp_path, module="rustytorch"):
-    port = _free_port()
-    out = str(tmp_path / f"{scenario}-{module}")
-    procs = []
-    try:
-        for rank in range(WORLD):
-            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                       WORLD_SIZE=str(WORLD), OMP_NUM_THREADS="1")
-            procs.append(subprocess.Popen([sys.executable, __file__, scenario, out, module], env=env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-        deadline = time.monotonic() + RUN_TIMEOUT
-        logs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for rank, (p, log) in enumerate(zip(procs, logs)):
-        assert p.returncode == 0, f"rank {rank} of {scenario} exited with {p.returncode}:\n{log}"
-    return [json.load(open(out + f".{rank}")) for rank in range(WORLD)]
+    return run_scenario(__file__, scenario, WORLD, tmp_path, module, timeout=RUN_TIMEOUT)
 
 
 def _close(a, b, atol=2e-5):
@@ -286,4 +236,4 @@ def test_post_accumulate_grad_hooks_run_after_accumulation():
 
 
 if __name__ == "__main__":
-    _child_main()
+    rank_main(globals())

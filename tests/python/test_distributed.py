@@ -7,8 +7,6 @@ Ranks run this file as a script (python test_distributed.py SCENARIO OUT MODULE)
 subprocess over 127.0.0.1 on a free port, each run bounded by a timeout and killed on failure."""
 import json
 import os
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -16,6 +14,7 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
+from dist_launch import clean_env, free_port, load_results, run_ranks, torchrun_env
 
 import rustytorch as rt
 import rustytorch.distributed as dist
@@ -188,46 +187,23 @@ def _scenario(scenario, out_path, torch, dist):
 # ----------------------------------------------------------------------------------------------------
 # The test side.
 # ----------------------------------------------------------------------------------------------------
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(scenario, world, tmp_path, style="torchrun", module="rustytorch", extra_env=None):
     """Runs scenario in world processes; returns each rank's results (None for a rank that left none)."""
-    port = _free_port()
+    port = free_port()
     out = str(tmp_path / f"{scenario}-{module}")
-    procs = []
-    try:
-        for rank in range(world):
-            env = {k: v for k, v in os.environ.items()
-                   if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-            if style == "torchrun":
-                env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
-            elif style == "openmpi":
-                env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMPI_COMM_WORLD_RANK=str(rank),
-                           OMPI_COMM_WORLD_SIZE=str(world))
-            else:
-                env.update(RTX_TEST_INIT="tcp", RTX_TEST_TCP=f"tcp://127.0.0.1:{port}", RTX_TEST_RANK=str(rank),
-                           RTX_TEST_WORLD=str(world))
-            env.update(extra_env or {})
-            procs.append(subprocess.Popen([sys.executable, __file__, scenario, out, module], env=env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-        deadline = time.monotonic() + RUN_TIMEOUT
-        logs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for rank, (p, log) in enumerate(zip(procs, logs)):
-        assert p.returncode == 0, f"rank {rank} of {scenario} exited with {p.returncode}:\n{log}"
-    results = []
+    envs = []
     for rank in range(world):
-        path = out + f".{rank}"
-        results.append(json.load(open(path)) if os.path.exists(path) else None)
-    return results
+        if style == "torchrun":
+            env = torchrun_env(rank, world, port)
+        elif style == "openmpi":
+            env = dict(clean_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMPI_COMM_WORLD_RANK=str(rank),
+                       OMPI_COMM_WORLD_SIZE=str(world))
+        else:
+            env = dict(clean_env(), RTX_TEST_INIT="tcp", RTX_TEST_TCP=f"tcp://127.0.0.1:{port}",
+                       RTX_TEST_RANK=str(rank), RTX_TEST_WORLD=str(world))
+        envs.append(dict(env, **(extra_env or {})))
+    run_ranks([__file__, scenario, out, module], envs, RUN_TIMEOUT, scenario)
+    return load_results(out, world)
 
 
 def _wrap(values, name):
@@ -365,7 +341,7 @@ def test_tcp_store_timeouts_name_the_key():
     assert issubclass(dist.DistStoreError, dist.DistError) and issubclass(dist.DistError, RuntimeError)
     assert issubclass(dist.DistBackendError, dist.DistError) and issubclass(dist.DistError, rt.Error)
     with pytest.raises(dist.DistStoreError, match="could not connect"):
-        dist.TCPStore("127.0.0.1", _free_port(), timeout=timedelta(seconds=0.2))
+        dist.TCPStore("127.0.0.1", free_port(), timeout=timedelta(seconds=0.2))
     with pytest.raises(TypeError):
         master.set("k", 3)
 

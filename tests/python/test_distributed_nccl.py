@@ -11,14 +11,13 @@ subprocess over 127.0.0.1 on a free port, each run bounded by a timeout and kill
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
 import time
 from datetime import timedelta
 
 import numpy as np
 import pytest
+from dist_launch import free_port, load_results, run_ranks, torchrun_env
 
 import rustytorch as rt
 import rustytorch.distributed as dist
@@ -189,36 +188,14 @@ def _child_main():
 # ----------------------------------------------------------------------------------------------------
 # The test side.
 # ----------------------------------------------------------------------------------------------------
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(scenario, world, tmp_path, backend="", extra_env=None, killed=()):
     """Runs scenario in world processes; returns each rank's results. Ranks in killed may die by SIGKILL."""
-    port = _free_port()
+    port = free_port()
     out = str(tmp_path / scenario)
-    procs = []
-    try:
-        for rank in range(world):
-            env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-            env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                       RTX_TEST_BACKEND=backend)
-            env.update(extra_env or {})
-            procs.append(subprocess.Popen([sys.executable, __file__, scenario, out], env=env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-        deadline = time.monotonic() + RUN_TIMEOUT
-        logs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for rank, (p, log) in enumerate(zip(procs, logs)):
-        ok = (0, -signal.SIGKILL) if rank in killed else (0,)
-        assert p.returncode in ok, f"rank {rank} of {scenario} exited with {p.returncode}:\n{log}"
-    return [json.load(open(out + f".{rank}")) for rank in range(world)]
+    envs = [dict(torchrun_env(rank, world, port), RTX_TEST_BACKEND=backend, **(extra_env or {}))
+            for rank in range(world)]
+    run_ranks([__file__, scenario, out], envs, RUN_TIMEOUT, scenario, killed)
+    return load_results(out, world)
 
 
 def _wrap(values, name):
