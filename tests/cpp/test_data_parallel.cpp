@@ -1,8 +1,7 @@
 // rtx::dist::Reducer and its helpers on a 2-rank gloo group whose ranks are threads: gradients averaged
 // exactly across ranks through many small buckets, written back before backward returns; a bucket view
 // mode; parameters without a gradient refused by name; the coalesced broadcast and the shape check.
-#include <thread>
-
+#include "dist_test_utils.h"
 #include "rtx/data_parallel.h"
 #include "test_utils.h"
 
@@ -11,23 +10,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Runs body(rank, group) on 2 ranks in threads; returns each rank's error message ("" when none).
-template <typename F>
-std::vector<std::string> on_two_ranks(F body) {
-  dist::TCPStore master("127.0.0.1", 0, 2, true, 10s);
-  std::vector<std::string> errors(2);
-  auto rank_main = [&](int rank) {
-    try {
-      auto store = std::make_shared<dist::TCPStore>("127.0.0.1", master.port(), 2, false, 10s);
-      body(rank, dist::make_gloo_group(store, rank, 2, 10s, {}, "127.0.0.1"));
-    } catch (const std::exception& e) {
-      errors[rank] = e.what();
-    }
-  };
-  std::thread r0(rank_main, 0), r1(rank_main, 1);
-  r0.join();
-  r1.join();
-  return errors;
+// Runs body(rank, group) on 2 ranks of a gloo group in threads; each rank's error message.
+std::vector<std::string> on_two_ranks(const std::function<void(int, const std::shared_ptr<dist::ProcessGroup>&)>& body) {
+  return run_rank_threads(2, 10s, gloo_group(10s), body);
 }
 
 TEST(DataParallel, ReducerAveragesGradientsAcrossRanks) {
@@ -35,7 +20,7 @@ TEST(DataParallel, ReducerAveragesGradientsAcrossRanks) {
   std::vector<std::vector<Tensor>> grads(2);
   std::vector<std::vector<std::vector<size_t>>> buckets(2);
   for (bool view : {false, true}) {
-    const auto errors = on_two_ranks([&](int rank, std::shared_ptr<dist::ProcessGroup> pg) {
+    const auto errors = on_two_ranks([&](int rank, const std::shared_ptr<dist::ProcessGroup>& pg) {
       std::vector<Tensor> params = {leaf({3, 4}, Device(kCPU), 1), leaf({4}, Device(kCPU), 2),
                                     leaf({2, 3}, Device(kCPU), 3)};
       dist::ReducerOptions o;
@@ -69,7 +54,7 @@ TEST(DataParallel, ReducerAveragesGradientsAcrossRanks) {
 
 TEST(DataParallel, ReducerNamesParametersWithoutGradient) {
   if (!dist::is_gloo_available()) GTEST_SKIP() << "this build has no gloo backend (install libgloo-dev)";
-  const auto errors = on_two_ranks([&](int, std::shared_ptr<dist::ProcessGroup> pg) {
+  const auto errors = on_two_ranks([&](int, const std::shared_ptr<dist::ProcessGroup>& pg) {
     std::vector<Tensor> params = {leaf({2}, Device(kCPU), 1), leaf({2}, Device(kCPU), 2)};
     dist::Reducer reducer(params, pg, {}, {"used", "idle"});
     reducer.prepare_for_backward();
@@ -84,7 +69,7 @@ TEST(DataParallel, ReducerNamesParametersWithoutGradient) {
 TEST(DataParallel, BroadcastCoalescedAndShapeCheck) {
   if (!dist::is_gloo_available()) GTEST_SKIP() << "this build has no gloo backend (install libgloo-dev)";
   std::vector<std::vector<Tensor>> states(2);
-  const auto errors = on_two_ranks([&](int rank, std::shared_ptr<dist::ProcessGroup> pg) {
+  const auto errors = on_two_ranks([&](int rank, const std::shared_ptr<dist::ProcessGroup>& pg) {
     std::vector<Tensor> t = {full({3}, rank + 1.0, kFloat32), full({2, 2}, rank + 5.0, kFloat64),
                              full({5}, static_cast<double>(rank), kInt64), full({1}, rank + 9.0, kFloat32)};
     dist::verify_same_shapes(*pg, t, "test");

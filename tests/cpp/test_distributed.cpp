@@ -2,6 +2,7 @@
 // 2-rank gloo group whose ranks are threads, each with its own store client (the master in-process).
 #include <thread>
 
+#include "dist_test_utils.h"
 #include "rtx/distributed.h"
 #include "test_utils.h"
 
@@ -50,28 +51,17 @@ TEST(Distributed, TcpStoreTimeouts) {
 
 TEST(Distributed, GlooAllReduceAndBroadcastInThreads) {
   if (!dist::is_gloo_available()) GTEST_SKIP() << "this build has no gloo backend (install libgloo-dev)";
-  TCPStore master("127.0.0.1", 0, 2, true, 10s);
   std::vector<Tensor> sums(2), bcasts(2);
-  std::vector<std::string> errors(2);
-  auto rank_main = [&](int rank) {
-    try {
-      auto store = std::make_shared<TCPStore>("127.0.0.1", master.port(), 2, false, 10s);
-      auto pg = dist::make_gloo_group(store, rank, 2, 10s, {}, "127.0.0.1");
-      Tensor t = full({3}, rank + 1.0, kFloat64);
-      pg->all_reduce(t, dist::ReduceOp::Sum)->wait();
-      sums[rank] = t;
-      Tensor b = full({2, 2}, static_cast<double>(rank), kInt64);
-      auto work = pg->broadcast(b, 1);
-      EXPECT_TRUE(work->wait(5000ms));
-      EXPECT_TRUE(work->is_completed() && work->is_success());
-      bcasts[rank] = b;
-    } catch (const std::exception& e) {
-      errors[rank] = e.what();
-    }
-  };
-  std::thread r0(rank_main, 0), r1(rank_main, 1);
-  r0.join();
-  r1.join();
+  const auto errors = run_rank_threads(2, 10s, gloo_group(10s), [&](int rank, const auto& pg) {
+    Tensor t = full({3}, rank + 1.0, kFloat64);
+    pg->all_reduce(t, dist::ReduceOp::Sum)->wait();
+    sums[rank] = t;
+    Tensor b = full({2, 2}, static_cast<double>(rank), kInt64);
+    auto work = pg->broadcast(b, 1);
+    EXPECT_TRUE(work->wait(5000ms));
+    EXPECT_TRUE(work->is_completed() && work->is_success());
+    bcasts[rank] = b;
+  });
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(errors[r], "") << "rank " << r;
     EXPECT_EQ(sums[r].data_ptr<double>()[0], 3.0);

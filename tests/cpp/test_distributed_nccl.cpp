@@ -7,6 +7,7 @@
 #include <atomic>
 #include <thread>
 
+#include "dist_test_utils.h"
 #include "rtx/distributed.h"
 #include "test_utils.h"
 
@@ -31,22 +32,10 @@ TensorOptions on_gpu(DType t, int device = 0) { return TensorOptions(t, Device(k
 // Runs fn(rank, group) for each rank of an nccl group of `size` in its own thread; errors by rank.
 std::vector<std::string> run_ranks(int size, dist::Timeout timeout,
                                    const std::function<void(int, dist::ProcessGroup&)>& fn) {
-  TCPStore master("127.0.0.1", 0, size, true, 20s);
-  std::vector<std::string> errors(size);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < size; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        auto store = std::make_shared<TCPStore>("127.0.0.1", master.port(), size, false, 20s);
-        auto pg = dist::make_nccl_group(store, rank, size, timeout);
-        fn(rank, *pg);
-      } catch (const std::exception& e) {
-        errors[rank] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
+  const MakeGroup nccl_group = [timeout](std::shared_ptr<dist::Store> store, int rank, int n) {
+    return dist::make_nccl_group(std::move(store), rank, n, timeout);
+  };
+  return run_rank_threads(size, 20s, nccl_group, [&](int rank, const auto& pg) { fn(rank, *pg); });
 }
 
 // A 4096 x 4096 float32 matrix of ones made by many products on the current stream: the slow producer
@@ -102,28 +91,21 @@ TEST(DistributedNccl, ChecksBeforeAnyCommunicator) {
 TEST(DistributedNccl, CombinedGroupRunsCpuTensorsOnGloo) {
   SKIP_WITHOUT_NCCL();
   if (!dist::is_gloo_available()) GTEST_SKIP() << "this build has no gloo backend (install libgloo-dev)";
-  TCPStore master("127.0.0.1", 0, 2, true, 10s);
   std::vector<std::vector<double>> sums(2), gathered(2);
-  std::vector<std::string> errors(2), names(2);
-  auto rank_main = [&](int rank) {
-    try {
-      auto store = std::make_shared<TCPStore>("127.0.0.1", master.port(), 2, false, 10s);
-      auto pg = dist::make_combined_group(store, rank, 2, 10s, {}, "127.0.0.1", "undefined");
-      names[rank] = pg->backend_name();
-      Tensor t = full({3}, rank + 1.0, kFloat64);
-      pg->all_reduce(t, ReduceOp::Sum)->wait();
-      sums[rank] = values(t);
-      std::vector<Tensor> parts = {zeros({2}, kInt64), zeros({2}, kInt64)};
-      pg->all_gather(parts, full({2}, static_cast<double>(10 * rank), kInt64))->wait();
-      gathered[rank] = values(cat(parts));
-      EXPECT_TRUE(pg->barrier()->wait());
-    } catch (const std::exception& e) {
-      errors[rank] = e.what();
-    }
+  std::vector<std::string> names(2);
+  const MakeGroup combined = [](std::shared_ptr<dist::Store> store, int rank, int size) {
+    return dist::make_combined_group(std::move(store), rank, size, 10s, {}, "127.0.0.1", "undefined");
   };
-  std::thread r0(rank_main, 0), r1(rank_main, 1);
-  r0.join();
-  r1.join();
+  const auto errors = run_rank_threads(2, 10s, combined, [&](int rank, const auto& pg) {
+    names[rank] = pg->backend_name();
+    Tensor t = full({3}, rank + 1.0, kFloat64);
+    pg->all_reduce(t, ReduceOp::Sum)->wait();
+    sums[rank] = values(t);
+    std::vector<Tensor> parts = {zeros({2}, kInt64), zeros({2}, kInt64)};
+    pg->all_gather(parts, full({2}, static_cast<double>(10 * rank), kInt64))->wait();
+    gathered[rank] = values(cat(parts));
+    EXPECT_TRUE(pg->barrier()->wait());
+  });
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(errors[r], "") << "rank " << r;
     EXPECT_EQ(names[r], "undefined");
