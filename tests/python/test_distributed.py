@@ -33,76 +33,87 @@ needs_gloo = pytest.mark.skipif(not dist.is_gloo_available(),
 # ----------------------------------------------------------------------------------------------------
 def _plain(t):
     """A tensor's values as nested lists (float16 and bfloat16 through float32, which holds them exactly)."""
-    if t.dtype in (_torch.float16, _torch.bfloat16):
+    t = t.cpu()
+    if t.is_floating_point() and t.element_size() == 2:
         t = t.float()
     return t.tolist()
 
 
-def scenario_collectives(torch, dist, out):
+def collectives(torch, dist, out, device="cpu", prefix=""):
+    """Every collective and dtype on tensors of device, with rustytorch or torch as torch; results under
+    prefix + key (expected_collectives gives them)."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    out["rank_world_backend"] = [rank, world, dist.get_backend()]
     for name in DTYPES:
         dt = getattr(torch, name)
-        x = torch.arange(6, dtype=torch.int64).reshape(2, 3).to(dt) + rank
+        x = (torch.arange(6, dtype=torch.int64).reshape(2, 3) + rank).to(dt).to(device)
         for op in OPS:
             if op == "AVG" and not x.is_floating_point():
                 continue
             t = x.clone()
             assert dist.all_reduce(t, op=getattr(dist.ReduceOp, op)) is None
-            out[f"all_reduce/{name}/{op}"] = _plain(t)
+            out[f"{prefix}all_reduce/{name}/{op}"] = _plain(t)
         t = x.clone()
         dist.broadcast(t, src=world - 1)
-        out[f"broadcast/{name}"] = _plain(t)
+        out[f"{prefix}broadcast/{name}"] = _plain(t)
         t = x.clone()
         dist.reduce(t, dst=0, op=dist.ReduceOp.SUM)
-        out[f"reduce/{name}"] = _plain(t)
-        gathered = [torch.zeros(2, 3, dtype=dt) for _ in range(world)]
+        out[f"{prefix}reduce/{name}"] = _plain(t)
+        gathered = [torch.zeros(2, 3, dtype=dt, device=device) for _ in range(world)]
         dist.all_gather(gathered, x)
-        out[f"all_gather/{name}"] = [_plain(g) for g in gathered]
-        big = torch.zeros(world * 2, 3, dtype=dt)
+        out[f"{prefix}all_gather/{name}"] = [_plain(g) for g in gathered]
+        big = torch.zeros(world * 2, 3, dtype=dt, device=device)
         dist.all_gather_into_tensor(big, x)
-        out[f"all_gather_into_tensor/{name}"] = _plain(big)
-        rs_in = torch.arange(world * 6, dtype=torch.int64).reshape(world * 2, 3).to(dt) + rank
-        rs_out = torch.zeros(2, 3, dtype=dt)
+        out[f"{prefix}all_gather_into_tensor/{name}"] = _plain(big)
+        rs_in = (torch.arange(world * 6, dtype=torch.int64).reshape(world * 2, 3) + rank).to(dt).to(device)
+        rs_out = torch.zeros(2, 3, dtype=dt, device=device)
         dist.reduce_scatter_tensor(rs_out, rs_in, op=dist.ReduceOp.SUM)
-        out[f"reduce_scatter_tensor/{name}"] = _plain(rs_out)
-        a2a_in = (torch.arange(world * 2, dtype=torch.int64) + 10 * rank).to(dt)
-        a2a_out = torch.zeros(world * 2, dtype=dt)
+        out[f"{prefix}reduce_scatter_tensor/{name}"] = _plain(rs_out)
+        a2a_in = (torch.arange(world * 2, dtype=torch.int64) + 10 * rank).to(dt).to(device)
+        a2a_out = torch.zeros(world * 2, dtype=dt, device=device)
         dist.all_to_all_single(a2a_out, a2a_in)
-        out[f"all_to_all_single/{name}"] = _plain(a2a_out)
-    flags = torch.tensor([rank == 0, True, False])
-    dist.all_reduce(flags)
-    out["all_reduce/bool/SUM"] = flags.tolist()
-    flags = torch.tensor([rank == 0, True, False])
-    dist.all_reduce(flags, op=dist.ReduceOp.PRODUCT)
-    out["all_reduce/bool/PRODUCT"] = flags.tolist()
-    # Uneven all_to_all: rank s sends s + d + 1 rows of 2 to rank d.
-    rows = lambda s, d: s + d + 1  # noqa: E731
-    send = torch.cat([torch.full((rows(rank, d), 2), 1000 * rank + d, dtype=torch.int64) for d in range(world)])
-    recv = torch.zeros(sum(rows(s, rank) for s in range(world)), 2, dtype=torch.int64)
+        out[f"{prefix}all_to_all_single/{name}"] = _plain(a2a_out)
+    for op in ("SUM", "PRODUCT", "MAX"):
+        flags = torch.tensor([rank == 0, True, False], device=device)
+        dist.all_reduce(flags, op=getattr(dist.ReduceOp, op))
+        out[f"{prefix}all_reduce/bool/{op}"] = flags.cpu().tolist()
+    rows = lambda s, d: s + d + 1  # noqa: E731  (rank s sends s + d + 1 rows of 2 to rank d)
+    send = torch.cat([torch.full((rows(rank, d), 2), 1000 * rank + d, dtype=torch.int64, device=device)
+                   for d in range(world)])
+    recv = torch.zeros(sum(rows(s, rank) for s in range(world)), 2, dtype=torch.int64, device=device)
     dist.all_to_all_single(recv, send, output_split_sizes=[rows(s, rank) for s in range(world)],
-                           input_split_sizes=[rows(rank, d) for d in range(world)])
-    out["all_to_all_single/uneven"] = recv.tolist()
-    # Non-contiguous in place: the transposed view is staged and copied back into base.
-    base = torch.arange(6, dtype=torch.float32).reshape(2, 3) + rank
-    view = base.t()
-    dist.all_reduce(view)
-    out["all_reduce/noncontiguous"] = base.tolist()
+                           input_split_sizes=(rows(rank, d) for d in range(world)))
+    out[f"{prefix}all_to_all_single/uneven"] = recv.cpu().tolist()
+    base = torch.arange(6, dtype=torch.float32, device=device).reshape(2, 3) + rank
+    dist.all_reduce(base.t())
+    out[f"{prefix}all_reduce/noncontiguous"] = base.cpu().tolist()
     # Async ops run in issue order: SUM then PRODUCT gives sum ** world, the other order would not.
-    t = torch.full((4,), float(rank + 1), dtype=torch.float64)
+    t = torch.full((4,), float(rank + 1), dtype=torch.float64, device=device)
     w1 = dist.all_reduce(t, async_op=True)
     w2 = dist.all_reduce(t, op=dist.ReduceOp.PRODUCT, async_op=True)
-    assert w2.wait() and w1.wait() and w1.is_completed() and w2.is_completed() and w1.is_success()
-    out["async/order"] = t.tolist()
-    # Point to point around a ring.
-    token = torch.full((3,), float(rank), dtype=torch.float64)
-    got = torch.zeros(3, dtype=torch.float64)
-    work = dist.isend(token, dst=(rank + 1) % world, tag=7)
-    src = dist.recv(got, src=(rank - 1) % world, tag=7)
-    work.wait()
-    out["p2p/ring"] = [src, got.tolist()]
+    assert w2.wait() and w1.wait()
+    if device == "cpu":  # a CPU wait returns when the work is done (a CUDA one orders the stream)
+        assert w1.is_completed() and w2.is_completed() and w1.is_success()
+    out[f"{prefix}async/order"] = t.cpu().tolist()
+    if world > 1:  # a rank cannot send to itself
+        # Point to point, each pair ordered so that no send waits on a receive posted after the peer's
+        # own send (NCCL's sends block until matched); tags are accepted (and ignored by nccl).
+        token = torch.full((3,), float(rank), dtype=torch.float64, device=device)
+        got = torch.zeros(3, dtype=torch.float64, device=device)
+        nxt, prv = (rank + 1) % world, (rank - 1) % world
+        if rank % 2 == 0:
+            dist.send(token, dst=nxt, tag=7)
+            src = dist.recv(got, src=prv, tag=7)
+        else:
+            src = dist.recv(got, src=prv, tag=7)
+            dist.send(token, dst=nxt, tag=7)
+        out[f"{prefix}p2p/ring"] = [src, got.cpu().tolist()]
     dist.barrier()
-    out["barrier"] = True
+    out[f"{prefix}barrier"] = True
+
+
+def scenario_collectives(torch, dist, out):
+    out["rank_world_backend"] = [dist.get_rank(), dist.get_world_size(), dist.get_backend()]
+    collectives(torch, dist, out)
 
 
 def scenario_subgroups(torch, dist, out):
@@ -160,14 +171,12 @@ def scenario_stalled_peer(torch, dist, out):
 
 
 def _child_main():
-    global _torch
     scenario, out_path, module = sys.argv[1], sys.argv[2], sys.argv[3]
     if module == "torch":
         import torch
         import torch.distributed as backend
     else:
         torch, backend = rt, dist
-    _torch = torch
     _scenario(scenario, out_path, torch, backend)
 
 
@@ -211,15 +220,14 @@ def _wrap(values, name):
     return np.asarray(values).astype(NP[name]).astype(np.float64 if NP[name] is np.float64 else np.int64)
 
 
-def _expected(rank, world):
-    """The reference results of scenario_collectives for rank, from numpy."""
-    exp = {"rank_world_backend": [rank, world, "gloo"]}
+def expected_collectives(rank, world, prefix=""):
+    """The results of collectives for rank, from numpy."""
+    exp = {}
     xs = [np.arange(6, dtype=np.int64).reshape(2, 3) + r for r in range(world)]
+    stack = np.stack(xs)
     for name in DTYPES:
-        floating = NP[name] is np.float64
-        stack = np.stack(xs)
         reds = {"SUM": stack.sum(0), "PRODUCT": stack.prod(0), "MIN": stack.min(0), "MAX": stack.max(0)}
-        if floating:
+        if NP[name] is np.float64:
             reds["AVG"] = stack.sum(0) / world
         for op, v in reds.items():
             exp[f"all_reduce/{name}/{op}"] = _wrap(v, name)
@@ -231,15 +239,22 @@ def _expected(rank, world):
         exp[f"reduce_scatter_tensor/{name}"] = _wrap(rs[rank * 2:(rank + 1) * 2], name)
         a2a = np.concatenate([(np.arange(world * 2) + 10 * s)[rank * 2:(rank + 1) * 2] for s in range(world)])
         exp[f"all_to_all_single/{name}"] = _wrap(a2a, name)
-    exp["all_reduce/bool/SUM"] = [True, True, False]
-    exp["all_reduce/bool/PRODUCT"] = [world == 1, True, False]
-    exp["all_to_all_single/uneven"] = np.concatenate(
-        [np.full((s + rank + 1, 2), 1000 * s + rank) for s in range(world)])
-    exp["all_reduce/noncontiguous"] = np.stack(xs).sum(0).astype(np.float64)
+    flags = np.array([[r == 0, True, False] for r in range(world)])
+    exp["all_reduce/bool/SUM"] = flags.any(0).tolist()
+    exp["all_reduce/bool/MAX"] = flags.any(0).tolist()
+    exp["all_reduce/bool/PRODUCT"] = flags.all(0).tolist()
+    exp["all_to_all_single/uneven"] = np.concatenate([np.full((s + rank + 1, 2), 1000 * s + rank)
+                                                      for s in range(world)])
+    exp["all_reduce/noncontiguous"] = stack.sum(0).astype(np.float64)
     exp["async/order"] = [float(sum(range(1, world + 1)) ** world)] * 4
     exp["p2p/ring"] = [(rank - 1) % world, [float((rank - 1) % world)] * 3]
     exp["barrier"] = True
-    return exp
+    return {prefix + k: v for k, v in exp.items()}
+
+
+def _expected(rank, world):
+    """The reference results of scenario_collectives for rank."""
+    return {"rank_world_backend": [rank, world, "gloo"], **expected_collectives(rank, world)}
 
 
 def _check(results, world):

@@ -18,14 +18,11 @@ from datetime import timedelta
 import numpy as np
 import pytest
 from dist_launch import free_port, load_results, run_ranks, torchrun_env
+from test_distributed import collectives, expected_collectives
 
 import rustytorch as rt
 import rustytorch.distributed as dist
 
-DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"]
-OPS = ["SUM", "PRODUCT", "MIN", "MAX", "AVG"]
-NP = {"float32": np.float64, "float64": np.float64, "float16": np.float64, "bfloat16": np.float64,
-      "int8": np.int8, "uint8": np.uint8, "int32": np.int32, "int64": np.int64}
 RUN_TIMEOUT = 120
 N_GPUS = rt.cuda.device_count()
 NO_GPU = "no CUDA device: " + rt._C._cuda.unavailable_reason()
@@ -37,14 +34,6 @@ needs_gpu = pytest.mark.skipif(not dist.is_nccl_available() or N_GPUS < 1,
                                reason=NO_GPU if N_GPUS < 1 else "this build has no nccl backend")
 needs_two_gpus = pytest.mark.skipif(not dist.is_nccl_available() or N_GPUS < 2,
                                     reason=f"needs 2 CUDA devices and NCCL, found {N_GPUS} device(s)")
-
-
-def _plain(t):
-    """A tensor's values as nested lists (float16 and bfloat16 through float32, which holds them exactly)."""
-    t = t.cpu()
-    if t.dtype in (rt.float16, rt.bfloat16):
-        t = t.float()
-    return t.tolist()
 
 
 def _slow_ones(device):
@@ -60,91 +49,22 @@ def _slow_ones(device):
 # ----------------------------------------------------------------------------------------------------
 # The ranks' side: scenarios run in the child processes.
 # ----------------------------------------------------------------------------------------------------
-def _collectives(out, device, prefix=""):
-    """Every collective and dtype on tensors of device; results under prefix + key."""
-    rank, world = dist.get_rank(), dist.get_world_size()
-    for name in DTYPES:
-        dt = getattr(rt, name)
-        x = (rt.arange(6, dtype=rt.int64).reshape(2, 3) + rank).to(dt).to(device)
-        for op in OPS:
-            if op == "AVG" and not x.is_floating_point():
-                continue
-            t = x.clone()
-            assert dist.all_reduce(t, op=getattr(dist.ReduceOp, op)) is None
-            out[f"{prefix}all_reduce/{name}/{op}"] = _plain(t)
-        t = x.clone()
-        dist.broadcast(t, src=world - 1)
-        out[f"{prefix}broadcast/{name}"] = _plain(t)
-        t = x.clone()
-        dist.reduce(t, dst=0, op=dist.ReduceOp.SUM)
-        out[f"{prefix}reduce/{name}"] = _plain(t)
-        gathered = [rt.zeros(2, 3, dtype=dt, device=device) for _ in range(world)]
-        dist.all_gather(gathered, x)
-        out[f"{prefix}all_gather/{name}"] = [_plain(g) for g in gathered]
-        big = rt.zeros(world * 2, 3, dtype=dt, device=device)
-        dist.all_gather_into_tensor(big, x)
-        out[f"{prefix}all_gather_into_tensor/{name}"] = _plain(big)
-        rs_in = (rt.arange(world * 6, dtype=rt.int64).reshape(world * 2, 3) + rank).to(dt).to(device)
-        rs_out = rt.zeros(2, 3, dtype=dt, device=device)
-        dist.reduce_scatter_tensor(rs_out, rs_in, op=dist.ReduceOp.SUM)
-        out[f"{prefix}reduce_scatter_tensor/{name}"] = _plain(rs_out)
-        a2a_in = (rt.arange(world * 2, dtype=rt.int64) + 10 * rank).to(dt).to(device)
-        a2a_out = rt.zeros(world * 2, dtype=dt, device=device)
-        dist.all_to_all_single(a2a_out, a2a_in)
-        out[f"{prefix}all_to_all_single/{name}"] = _plain(a2a_out)
-    for op in ("SUM", "PRODUCT", "MAX"):
-        flags = rt.tensor([rank == 0, True, False], device=device)
-        dist.all_reduce(flags, op=getattr(dist.ReduceOp, op))
-        out[f"{prefix}all_reduce/bool/{op}"] = flags.cpu().tolist()
-    rows = lambda s, d: s + d + 1  # noqa: E731  (rank s sends s + d + 1 rows of 2 to rank d)
-    send = rt.cat([rt.full((rows(rank, d), 2), 1000 * rank + d, dtype=rt.int64, device=device)
-                   for d in range(world)])
-    recv = rt.zeros(sum(rows(s, rank) for s in range(world)), 2, dtype=rt.int64, device=device)
-    dist.all_to_all_single(recv, send, output_split_sizes=[rows(s, rank) for s in range(world)],
-                           input_split_sizes=(rows(rank, d) for d in range(world)))
-    out[f"{prefix}all_to_all_single/uneven"] = recv.cpu().tolist()
-    base = rt.arange(6, dtype=rt.float32, device=device).reshape(2, 3) + rank
-    dist.all_reduce(base.t())
-    out[f"{prefix}all_reduce/noncontiguous"] = base.cpu().tolist()
-    # Async ops run in issue order: SUM then PRODUCT gives sum ** world, the other order would not.
-    t = rt.full((4,), float(rank + 1), dtype=rt.float64, device=device)
-    w1 = dist.all_reduce(t, async_op=True)
-    w2 = dist.all_reduce(t, op=dist.ReduceOp.PRODUCT, async_op=True)
-    assert w2.wait() and w1.wait()
-    out[f"{prefix}async/order"] = t.cpu().tolist()
-    if world > 1:  # a rank cannot send to itself
-        # Point to point, each pair ordered so that no send waits on a receive posted after the peer's
-        # own send (NCCL's sends block until matched); tags are accepted (and ignored by nccl).
-        token = rt.full((3,), float(rank), dtype=rt.float64, device=device)
-        got = rt.zeros(3, dtype=rt.float64, device=device)
-        nxt, prv = (rank + 1) % world, (rank - 1) % world
-        if rank % 2 == 0:
-            dist.send(token, dst=nxt, tag=7)
-            src = dist.recv(got, src=prv, tag=7)
-        else:
-            src = dist.recv(got, src=prv, tag=7)
-            dist.send(token, dst=nxt, tag=7)
-        out[f"{prefix}p2p/ring"] = [src, got.cpu().tolist()]
-    dist.barrier()
-    out[f"{prefix}barrier"] = True
-
-
 def scenario_cpu_half(out):
     """backend None (or "cpu:gloo,cuda:nccl"): CPU tensors on gloo, and CUDA tensors on nccl when each
     rank has a GPU."""
     rank = dist.get_rank()
     out["backend"] = [dist.get_backend(), dist.get_backend(dist.new_group([0, 1]))]
-    _collectives(out, "cpu")
+    collectives(rt, dist, out, "cpu")
     if rt.cuda.device_count() >= dist.get_world_size():
         rt.cuda.set_device(rank)
-        _collectives(out, f"cuda:{rank}", prefix="cuda/")
+        collectives(rt, dist, out, f"cuda:{rank}", prefix="cuda/")
 
 
 def scenario_gpu(out):
     rank = dist.get_rank()
     rt.cuda.set_device(rank)  # after init_process_group: the communicator is made at the first collective
     out["backend"] = [dist.get_backend()]
-    _collectives(out, f"cuda:{rank}")
+    collectives(rt, dist, out, f"cuda:{rank}")
     pair = dist.new_group([0, 1])
     t = rt.full((2,), float(rank + 1), device=f"cuda:{rank}")
     dist.all_reduce(t, group=pair, op=dist.ReduceOp.MAX)
@@ -198,43 +118,6 @@ def _run(scenario, world, tmp_path, backend="", extra_env=None, killed=()):
     return load_results(out, world)
 
 
-def _wrap(values, name):
-    """values (int64 or float64 numbers) as the dtype name holds them (integers wrap)."""
-    return np.asarray(values).astype(NP[name]).astype(np.float64 if NP[name] is np.float64 else np.int64)
-
-
-def _expected(rank, world, prefix=""):
-    """The reference results of _collectives for rank, from numpy."""
-    exp = {}
-    xs = [np.arange(6, dtype=np.int64).reshape(2, 3) + r for r in range(world)]
-    stack = np.stack(xs)
-    for name in DTYPES:
-        reds = {"SUM": stack.sum(0), "PRODUCT": stack.prod(0), "MIN": stack.min(0), "MAX": stack.max(0)}
-        if NP[name] is np.float64:
-            reds["AVG"] = stack.sum(0) / world
-        for op, v in reds.items():
-            exp[f"all_reduce/{name}/{op}"] = _wrap(v, name)
-        exp[f"broadcast/{name}"] = _wrap(xs[world - 1], name)
-        exp[f"reduce/{name}"] = _wrap(stack.sum(0) if rank == 0 else xs[rank], name)
-        exp[f"all_gather/{name}"] = _wrap(stack, name)
-        exp[f"all_gather_into_tensor/{name}"] = _wrap(np.concatenate(xs), name)
-        rs = sum(np.arange(world * 6).reshape(world * 2, 3) + r for r in range(world))
-        exp[f"reduce_scatter_tensor/{name}"] = _wrap(rs[rank * 2:(rank + 1) * 2], name)
-        a2a = np.concatenate([(np.arange(world * 2) + 10 * s)[rank * 2:(rank + 1) * 2] for s in range(world)])
-        exp[f"all_to_all_single/{name}"] = _wrap(a2a, name)
-    flags = np.array([[r == 0, True, False] for r in range(world)])
-    exp["all_reduce/bool/SUM"] = flags.any(0).tolist()
-    exp["all_reduce/bool/MAX"] = flags.any(0).tolist()
-    exp["all_reduce/bool/PRODUCT"] = flags.all(0).tolist()
-    exp["all_to_all_single/uneven"] = np.concatenate([np.full((s + rank + 1, 2), 1000 * s + rank)
-                                                      for s in range(world)])
-    exp["all_reduce/noncontiguous"] = stack.sum(0).astype(np.float64)
-    exp["async/order"] = [float(sum(range(1, world + 1)) ** world)] * 4
-    exp["p2p/ring"] = [(rank - 1) % world, [float((rank - 1) % world)] * 3]
-    exp["barrier"] = True
-    return {prefix + k: v for k, v in exp.items()}
-
-
 def _check(got, exp, rank):
     for key, value in exp.items():
         assert key in got, f"rank {rank}: no result for {key}"
@@ -286,9 +169,9 @@ def test_backend_none_two_ranks(tmp_path, backend):
     for rank, got in enumerate(results):
         name = backend or "undefined"
         assert got["backend"] == [name, name]
-        _check(got, _expected(rank, 2), rank)
+        _check(got, expected_collectives(rank, 2), rank)
         if N_GPUS >= 2:
-            _check(got, _expected(rank, 2, prefix="cuda/"), rank)
+            _check(got, expected_collectives(rank, 2, prefix="cuda/"), rank)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -308,8 +191,8 @@ def nccl_one_rank(monkeypatch, request):
 def test_one_rank_every_collective_and_dtype(nccl_one_rank):
     assert dist.get_backend() == "nccl" and dist.get_world_size() == 1
     out = {}
-    _collectives(out, "cuda")
-    _check(out, {k: v for k, v in _expected(0, 1).items() if not k.startswith("p2p/")}, 0)
+    collectives(rt, dist, out, "cuda")
+    _check(out, {k: v for k, v in expected_collectives(0, 1).items() if not k.startswith("p2p/")}, 0)
     work = dist.barrier(async_op=True)
     assert work.wait() and work.is_completed() and work.is_success()
 
@@ -403,7 +286,7 @@ def test_two_ranks_every_collective(tmp_path):
     results = _run("gpu", 2, tmp_path, backend="nccl")
     for rank, got in enumerate(results):
         assert got["backend"] == ["nccl"]
-        _check(got, _expected(rank, 2), rank)
+        _check(got, expected_collectives(rank, 2), rank)
         assert got["sub/all_reduce"] == [2.0, 2.0]
 
 
