@@ -257,15 +257,19 @@ def _expected(rank, world):
     return {"rank_world_backend": [rank, world, "gloo"], **expected_collectives(rank, world)}
 
 
+def check_results(got, exp, rank):
+    """Every expected result of rank is in got, equal."""
+    for key, value in exp.items():
+        assert key in got, f"rank {rank}: no result for {key}"
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(np.asarray(got[key]), value, err_msg=f"rank {rank} {key}")
+        else:
+            assert got[key] == value, f"rank {rank} {key}: {got[key]} != {value}"
+
+
 def _check(results, world):
     for rank, got in enumerate(results):
-        exp = _expected(rank, world)
-        for key, value in exp.items():
-            assert key in got, f"rank {rank}: no result for {key}"
-            if isinstance(value, np.ndarray):
-                np.testing.assert_array_equal(np.asarray(got[key]), value, err_msg=f"rank {rank} {key}")
-            else:
-                assert got[key] == value, f"rank {rank} {key}: {got[key]} != {value}"
+        check_results(got, _expected(rank, world), rank)
 
 
 @needs_gloo

@@ -18,7 +18,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 from dist_launch import free_port, load_results, run_ranks, torchrun_env
-from test_distributed import collectives, expected_collectives
+from test_distributed import check_results, collectives, expected_collectives
 
 import rustytorch as rt
 import rustytorch.distributed as dist
@@ -118,15 +118,6 @@ def _run(scenario, world, tmp_path, backend="", extra_env=None, killed=()):
     return load_results(out, world)
 
 
-def _check(got, exp, rank):
-    for key, value in exp.items():
-        assert key in got, f"rank {rank}: no result for {key}"
-        if isinstance(value, np.ndarray):
-            np.testing.assert_array_equal(np.asarray(got[key]), value, err_msg=f"rank {rank} {key}")
-        else:
-            assert got[key] == value, f"rank {rank} {key}: {got[key]} != {value}"
-
-
 # ----------------------------------------------------------------------------------------------------
 # Every build.
 # ----------------------------------------------------------------------------------------------------
@@ -169,9 +160,9 @@ def test_backend_none_two_ranks(tmp_path, backend):
     for rank, got in enumerate(results):
         name = backend or "undefined"
         assert got["backend"] == [name, name]
-        _check(got, expected_collectives(rank, 2), rank)
+        check_results(got, expected_collectives(rank, 2), rank)
         if N_GPUS >= 2:
-            _check(got, expected_collectives(rank, 2, prefix="cuda/"), rank)
+            check_results(got, expected_collectives(rank, 2, prefix="cuda/"), rank)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -192,7 +183,7 @@ def test_one_rank_every_collective_and_dtype(nccl_one_rank):
     assert dist.get_backend() == "nccl" and dist.get_world_size() == 1
     out = {}
     collectives(rt, dist, out, "cuda")
-    _check(out, {k: v for k, v in expected_collectives(0, 1).items() if not k.startswith("p2p/")}, 0)
+    check_results(out, {k: v for k, v in expected_collectives(0, 1).items() if not k.startswith("p2p/")}, 0)
     work = dist.barrier(async_op=True)
     assert work.wait() and work.is_completed() and work.is_success()
 
@@ -286,7 +277,7 @@ def test_two_ranks_every_collective(tmp_path):
     results = _run("gpu", 2, tmp_path, backend="nccl")
     for rank, got in enumerate(results):
         assert got["backend"] == ["nccl"]
-        _check(got, expected_collectives(rank, 2), rank)
+        check_results(got, expected_collectives(rank, 2), rank)
         assert got["sub/all_reduce"] == [2.0, 2.0]
 
 
