@@ -15,7 +15,6 @@ import sys
 import time
 from datetime import timedelta
 
-import numpy as np
 import pytest
 from dist_launch import free_port, load_results, run_ranks, torchrun_env
 from test_distributed import check_results, collectives, expected_collectives
