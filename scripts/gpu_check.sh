@@ -8,8 +8,10 @@
 #   RTX_GPU_STAGES="build test sanitize parity bench pip train"   the stages to run (default: all but
 #   bench, the host time of a bare launch, the side-by-side timings of bench/torch/compare.cpp and the
 #   Python per-op overhead; pip, which installs the package offline with pip into a scratch prefix;
-#   and train, which runs the bundled trainers on the GPU and their training throughput beside
-#   PyTorch's, on the GPU and on two CPU cores)
+#   train, which runs the bundled trainers on the GPU and their training throughput beside
+#   PyTorch's, on the GPU and on two CPU cores; and multigpu, for a machine of two or more GPUs: the
+#   distributed tests at that world size, all_reduce bandwidth and DDP GPT-2 on 1 and N GPUs (plain
+#   and ZeRO) beside PyTorch, and the GPT trainer under rtx-run)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 LOGS=${OUT:-gpu-check-logs}
@@ -74,6 +76,23 @@ train() {
   return $rc
 }
 
+multigpu() {
+  # NVLink multicast (NVLS) stays off on the lent machines.
+  local n py=(env NCCL_NVLS_ENABLE=0 PYTHONPATH=build/gpu/python python3) run
+  n=$(nvidia-smi -L | wc -l)
+  run=("${py[@]}" -m rustytorch.distributed.run --nproc-per-node)
+  [[ $n -ge 2 ]] || { echo "multigpu: $n GPU(s); this stage needs 2 or more"; return 1; }
+  ctest --test-dir build/gpu -R "Distributed|DataParallel" --output-on-failure --timeout 300 &&
+  "${py[@]}" -m pytest -q tests/python/test_distributed_nccl.py tests/python/test_ddp.py \
+    tests/python/test_zero_redundancy.py &&
+  "${run[@]}" "$n" bench/python/multi_gpu.py allreduce --json "$LOGS/allreduce_$n.json" &&
+  "${run[@]}" 1 bench/python/multi_gpu.py ddp --batch 8 --json "$LOGS/ddp_1.json" &&
+  "${run[@]}" 1 bench/python/multi_gpu.py ddp --batch $((8 * n)) --only ours --json "$LOGS/ddp_1_b$((8 * n)).json" &&
+  "${run[@]}" "$n" bench/python/multi_gpu.py ddp --batch 8 --json "$LOGS/ddp_$n.json" &&
+  "${run[@]}" "$n" bench/python/multi_gpu.py ddp --batch 8 --zero --json "$LOGS/ddp_zero_$n.json" &&
+  "${py[@]}" bench/python/multi_gpu_report.py "$LOGS"
+}
+
 stage build build.log build || true
 [[ " ${SUMMARY[*]} " == *"FAIL  build"* ]] && STAGES=""  # nothing to test without a build
 stage test ctest.log ctest --test-dir build/gpu --output-on-failure -j "$JOBS" --timeout 300
@@ -86,6 +105,7 @@ fi
 stage sanitize sanitizer.log sanitize
 stage pip pip.log pip_install
 stage train train.log train
+stage multigpu multigpu.log multigpu
 
 echo "==== gpu_check summary ===="
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
@@ -98,4 +118,5 @@ for line in "${SUMMARY[@]}"; do echo "  $line"; done
 [[ -f "$LOGS/parity.log" ]] && tail -1 "$LOGS/parity.log"
 [[ -f "$LOGS/bench.log" ]] && cat "$LOGS/bench.log"
 [[ -f "$LOGS/train.log" ]] && grep -E "accuracy|validation loss|^best|^GPT|^(mlp|cnn|gpt) " "$LOGS/train.log"
+[[ -f "$LOGS/multigpu.log" ]] && grep -E "^\[rank 0\]|^(scaling|zero|allreduce)" "$LOGS/multigpu.log"
 exit $FAILED
