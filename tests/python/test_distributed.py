@@ -5,6 +5,7 @@ that dies mid-all_reduce, and env:// with torchrun's and OpenMPI's variables.
 
 Ranks run this file as a script (python test_distributed.py SCENARIO OUT MODULE), started with
 subprocess over 127.0.0.1 on a free port, each run bounded by a timeout and killed on failure."""
+import importlib.util
 import json
 import os
 import sys
@@ -114,6 +115,24 @@ def collectives(torch, dist, out, device="cpu", prefix=""):
 def scenario_collectives(torch, dist, out):
     out["rank_world_backend"] = [dist.get_rank(), dist.get_world_size(), dist.get_backend()]
     collectives(torch, dist, out)
+
+
+def scenario_objects(torch, dist, out):
+    """The object collectives with nested, uneven objects (rank r's is r + 1 entries long)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mine = {"rank": rank, "items": list(range(rank + 1)), "name": "r" * (rank + 1), "t": (rank, 1.5)}
+    gathered = [None] * world
+    dist.all_gather_object(gathered, mine)
+    out["all_gather_object"] = gathered
+    objs = [{"from": rank}, [rank] * 3, None] if rank == 1 else [None, None, None]
+    dist.broadcast_object_list(objs, src=1)
+    out["broadcast_object_list"] = objs
+    at_dst = [None] * world if rank == 0 else None
+    dist.gather_object(("g", rank), at_dst, dst=0)
+    out["gather_object"] = at_dst
+    got = [None]
+    dist.scatter_object_list(got, [f"to {r}" for r in range(world)] if rank == world - 1 else None, src=world - 1)
+    out["scatter_object_list"] = got
 
 
 def scenario_subgroups(torch, dist, out):
@@ -287,6 +306,21 @@ def test_collectives_and_subgroups_four_ranks_tcp(tmp_path):
         assert got["sub/broadcast"] == [float(max(members))]
         assert got["sub/rank_size"] == [members.index(rank), 2, -1]
         assert got["sub/ranks"] == members
+
+
+@needs_gloo
+def test_object_collectives(tmp_path):
+    world = 3
+    results = _run("objects", world, tmp_path)
+    everyone = [{"rank": r, "items": list(range(r + 1)), "name": "r" * (r + 1), "t": [r, 1.5]} for r in range(world)]
+    for rank, got in enumerate(results):
+        # JSON turns tuples into lists.
+        assert got["all_gather_object"] == everyone
+        assert got["broadcast_object_list"] == [{"from": 1}, [1, 1, 1], None]
+        assert got["gather_object"] == ([["g", r] for r in range(world)] if rank == 0 else None)
+        assert got["scatter_object_list"] == [f"to {rank}"]
+    if importlib.util.find_spec("torch") is not None:
+        assert _run("objects", world, tmp_path, module="torch") == results
 
 
 @needs_gloo

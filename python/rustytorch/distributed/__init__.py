@@ -2,7 +2,8 @@
 
 init_process_group (env:// or tcp://host:port, or a Store), the default group and new_group, the
 collectives (all_reduce, broadcast, reduce, all_gather, all_gather_into_tensor, reduce_scatter_tensor,
-all_to_all_single, barrier), point-to-point send/recv/isend/irecv, the stores (TCPStore, PrefixStore)
+all_to_all_single, barrier), the object collectives (all_gather_object, broadcast_object_list,
+gather_object, scatter_object_list), point-to-point send/recv/isend/irecv, the stores (TCPStore, PrefixStore)
 and the errors (DistError, DistBackendError, DistStoreError). The gloo backend runs the collectives of
 CPU tensors, the nccl backend those of CUDA tensors, and backend=None both (in builds with NCCL; get_backend
 then says "undefined", as PyTorch's does); every function here is a thin call into the C++ layer.
@@ -11,6 +12,7 @@ then says "undefined", as PyTorch's does); every function here is a thin call in
 from datetime import timedelta
 
 from .. import _C
+from . import _objects
 
 _d = _C._distributed
 
@@ -33,7 +35,8 @@ __all__ = [
     "is_mpi_available", "init_process_group", "destroy_process_group", "is_initialized", "get_rank",
     "get_world_size", "get_backend", "get_global_rank", "get_group_rank", "get_process_group_ranks",
     "new_group", "barrier", "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
-    "reduce_scatter_tensor", "all_to_all_single", "send", "recv", "isend", "irecv",
+    "reduce_scatter_tensor", "all_to_all_single", "send", "recv", "isend", "irecv", "all_gather_object",
+    "broadcast_object_list", "gather_object", "scatter_object_list",
 ]
 
 
@@ -239,3 +242,49 @@ def recv(tensor, src=None, group=None, tag=0, group_src=None):
     peer = _peer(pg, src, group_src, "recv", "src")
     pg.recv(tensor, peer, tag).wait()
     return pg.ranks[peer]
+
+
+def all_gather_object(object_list, obj, group=None):
+    """object_list[r] becomes rank r's obj (picklable), on every rank."""
+    pg = _group(group)
+    if pg is not None:
+        _objects.all_gather_object(pg, object_list, obj)
+
+
+def broadcast_object_list(object_list, src=None, group=None, device=None, group_src=None):
+    """Every rank's object_list (of one length everywhere) gets src's objects."""
+    pg = _group(group)
+    if pg is not None:
+        _objects.broadcast_object_list(pg, object_list, _peer(pg, src, group_src, "broadcast_object_list", "src"))
+
+
+def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None):
+    """On dst, object_gather_list[r] becomes rank r's obj; the other ranks pass None."""
+    pg = _group(group)
+    if pg is None:
+        return
+    root = _peer(pg, dst, group_dst, "gather_object", "dst")
+    if pg.rank() == root and (object_gather_list is None or len(object_gather_list) != pg.size()):
+        raise _C.ValueError(f"[gather_object] the destination rank needs an object_gather_list of {pg.size()} "
+                            "entries")
+    gathered = [None] * pg.size()
+    _objects.all_gather_object(pg, gathered, obj)
+    if pg.rank() == root:
+        object_gather_list[:] = gathered
+
+
+def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=None, group=None,
+                        group_src=None):
+    """scatter_object_output_list[0] becomes src's scatter_object_input_list[this rank]."""
+    pg = _group(group)
+    if pg is None:
+        return
+    root = _peer(pg, src, group_src, "scatter_object_list", "src")
+    if not isinstance(scatter_object_output_list, list) or len(scatter_object_output_list) < 1:
+        raise _C.ValueError("[scatter_object_list] scatter_object_output_list must be a list of at least one entry")
+    if pg.rank() == root and (scatter_object_input_list is None or len(scatter_object_input_list) != pg.size()):
+        raise _C.ValueError(f"[scatter_object_list] the source rank needs a scatter_object_input_list of "
+                            f"{pg.size()} entries")
+    objects = list(scatter_object_input_list) if pg.rank() == root else [None] * pg.size()
+    _objects.broadcast_object_list(pg, objects, root)
+    scatter_object_output_list[0] = objects[pg.rank()]
