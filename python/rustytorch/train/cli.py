@@ -6,6 +6,7 @@
     rtx-train gpt --dtype fp16         # autocast in float16 with a GradScaler (default: bf16 on GPUs)
     rtx-train gpt --generate "In the beginning" --out runs/gpt
     rtx-train cnn --resume             # continue runs/cnn from its newest checkpoint
+    rtx-run --nproc-per-node 2 -m rustytorch.train cnn   # data-parallel; --batch-size is per process
 
 Flags left out on --resume are taken from the run's config.json."""
 import argparse
@@ -16,15 +17,15 @@ import time
 
 import rustytorch as rt
 from .. import cuda, optim
-from . import gpt, vision
+from . import distributed, gpt, vision
 from .loop import fit, seed_everything, warmup_cosine
 from .precision import AUTOCAST_DTYPES, Precision, default_dtype
 from .run_files import RunFiles
 
 #: Per-trainer defaults of the flags every trainer has.
 DEFAULTS = {
-    "mlp": dict(epochs=10, batch_size=128, lr=1e-3),
-    "cnn": dict(epochs=3, batch_size=128, lr=1e-3),
+    "mlp": dict(epochs=10, batch_size=128, lr=1e-3, dropout=0.2),
+    "cnn": dict(epochs=3, batch_size=128, lr=1e-3, dropout=0.25),
     "gpt": dict(epochs=2, batch_size=16, lr=1e-3),
 }
 COMMON = dict(max_steps=None, seed=0, deterministic=False, eval_every=0, log_every=100, checkpoint_every=500,
@@ -41,7 +42,7 @@ def parser():
     g.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
     g.add_argument("--epochs", type=int, help="passes over the training data (mlp 10, cnn 3, gpt 2)")
     g.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (with --epochs: whichever first)")
-    g.add_argument("--batch-size", type=int, help="samples per step (mlp/cnn 128, gpt 16)")
+    g.add_argument("--batch-size", type=int, help="samples per step and process (mlp/cnn 128, gpt 16)")
     g.add_argument("--lr", type=float, help="peak learning rate, reached after warm-up (1e-3)")
     g.add_argument("--seed", type=int, help="seed of initialization, shuffling and dropout (0)")
     g.add_argument("--out", help="output directory for config, metrics, plot and checkpoints (runs/<trainer>)")
@@ -62,6 +63,7 @@ def parser():
                             ("cnn", "Fashion-MNIST, two conv-BN-ReLU-pool stages and a classifier (Adam, cosine)")):
         p = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
         p.add_argument("--data-dir", help=f"Fashion-MNIST IDX files ({vision.DATA_DIR})")
+        p.add_argument("--dropout", type=float, help=f"dropout probability ({DEFAULTS[name]['dropout']})")
 
     p = sub.add_parser("gpt", parents=[common], help="GPT-2-style model on the King James Bible (AdamW, cosine)",
                        description="GPT-2-style model on the King James Bible. Presets: " + "; ".join(
@@ -117,11 +119,19 @@ def resolve(args):
     return argparse.Namespace(**merged)
 
 
-def _total_steps(args, steps_per_epoch):
+def _steps(args, group, train_size):
+    """(steps per epoch, total steps) of a run whose steps take batch_size samples on each rank."""
+    global_batch = args.batch_size * group.world_size
+    steps_per_epoch = train_size // global_batch
     if steps_per_epoch == 0:
-        raise ValueError(f"{args.command}: --batch-size {args.batch_size} is larger than the training set")
+        on = f" x {group.world_size} processes" if group.distributed else ""
+        raise ValueError(f"{args.command}: --batch-size {args.batch_size}{on} is larger than the training set "
+                         f"({train_size} samples)")
+    if group.distributed:
+        print(f"{args.command}: {group.world_size} processes, global batch {global_batch} "
+              f"({args.batch_size} per process)", flush=True)
     total = args.epochs * steps_per_epoch
-    return min(total, args.max_steps) if args.max_steps else total
+    return steps_per_epoch, (min(total, args.max_steps) if args.max_steps else total)
 
 
 def _outputs(directory):
@@ -129,19 +139,21 @@ def _outputs(directory):
     return f"outputs in {os.path.abspath(directory)}/: " + ", ".join(names)
 
 
-def run_vision(args):
-    model = (vision.mlp if args.command == "mlp" else vision.cnn)()
+def run_vision(args, group):
+    model = (vision.mlp if args.command == "mlp" else vision.cnn)(dropout=args.dropout)
     print(f"{args.command}: {sum(p.numel() for p in model.parameters()):,} parameters on {args.device}", flush=True)
     model.to(args.device)
     task = vision.ClassificationTask(args)
-    steps_per_epoch = task.train_size // args.batch_size
-    total = _total_steps(args, steps_per_epoch)
+    steps_per_epoch, total = _steps(args, group, task.train_size)
+    model = group.wrap(model)
     optimizer = optim.Adam(model.parameters(), lr=args.lr)
-    files = RunFiles(args.out, _config(args), resume=args.resume)
+    files = RunFiles(args.out, _config(args), resume=args.resume) if group.is_main else None
     start = time.perf_counter()
     result = fit(args, files, model, optimizer, task, total, steps_per_epoch,
                  lr_at=lambda step: warmup_cosine(step, args.lr, min(100, total // 10), total),
-                 precision=Precision("fp32", args.device))
+                 precision=Precision("fp32", args.device), group=group)
+    if not group.is_main:
+        return
     metrics = result["metrics"]
     print(f"\ntest accuracy {100 * metrics['accuracy']:.2f}% (loss {metrics['loss']:.4f}) after {total} steps "
           f"({total / steps_per_epoch:.2f} epochs) in {time.perf_counter() - start:.0f} s")
@@ -150,7 +162,7 @@ def run_vision(args):
     print(_outputs(args.out))
 
 
-def run_gpt(args):
+def run_gpt(args, group):
     if args.generate is not None:
         model, tokenizer = gpt.load_run(args.out, args.device)
         print(gpt.generate(model, tokenizer, args.generate, args.tokens, args.temperature, args.top_k, args.seed))
@@ -167,15 +179,19 @@ def run_gpt(args):
           f"heads, {config.embd} wide, context {config.context}) on {args.device} in {args.dtype}", flush=True)
     model.to(args.device)
     task = gpt.LanguageModelTask(args, config, tokenizer, text)
-    steps_per_epoch = task.train_size // args.batch_size
-    total = _total_steps(args, steps_per_epoch)
+    steps_per_epoch, total = _steps(args, group, task.train_size)
+    model = group.wrap(model)
     optimizer = gpt.make_optimizer(model, args)
-    files = RunFiles(args.out, _config(args), resume=args.resume)
-    gpt.save_run_description(files, config, tokenizer)
+    files = None
+    if group.is_main:
+        files = RunFiles(args.out, _config(args), resume=args.resume)
+        gpt.save_run_description(files, config, tokenizer)
     start = time.perf_counter()
     result = fit(args, files, model, optimizer, task, total, steps_per_epoch,
                  lr_at=lambda step: warmup_cosine(step, args.lr, min(args.warmup, total // 10), total, floor=0.1),
-                 precision=precision)
+                 precision=precision, group=group)
+    if not group.is_main:
+        return
     print(f"\nvalidation loss {result['metrics']['loss']:.4f} after {total} steps in "
           f"{time.perf_counter() - start:.0f} s")
     print(_outputs(args.out))
@@ -190,8 +206,10 @@ def main(argv=None):
     parsed = parser().parse_args(argv)
     try:
         args = resolve(parsed)
+        group = distributed.setup(args)
         seed_everything(args)
-        (run_gpt if args.command == "gpt" else run_vision)(args)
+        (run_gpt if args.command == "gpt" else run_vision)(args, group)
+        group.close()
     except (FileNotFoundError, ValueError, rt.Error) as e:
         print(f"rtx-train {parsed.command}: {e}", file=sys.stderr)
         raise SystemExit(2)

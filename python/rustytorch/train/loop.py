@@ -3,7 +3,8 @@ in the epoch's shuffled order, the learning rate), so a run restored from a chec
 with exactly the batches, dropout masks and updates the uninterrupted run would have used.
 Ctrl-C finishes the current step, saves a checkpoint and exits. The forward and the loss run under
 the run's autocast and the backward through its GradScaler (precision.py), which the checkpoints
-also hold."""
+also hold. Under rtx-run (distributed.py) each rank trains on its part of every global batch, the
+logged losses are the means over the ranks, and rank 0 alone evaluates, writes and shows progress."""
 import math
 import signal
 import time
@@ -13,6 +14,7 @@ import numpy as np
 import rustytorch as rt
 from .. import no_grad
 from . import checkpoint
+from .distributed import Group, unwrapped
 from .progress import Progress
 
 
@@ -49,9 +51,13 @@ class Interrupt:
         signal.signal(signal.SIGINT, self.previous)
 
 
-def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at, precision):
+def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at, precision, group=None):
     """Trains model on task (vision.py, gpt.py) for total_steps optimizer steps at lr_at(step), in
-    precision (a precision.Precision)."""
+    precision (a precision.Precision). With a distributed group (distributed.Group) model is the
+    DistributedDataParallel wrapper, and files (the RunFiles) is None on every rank but 0; the result
+    is rank 0's evaluation (None on the other ranks)."""
+    group = group or Group(device=args.device)
+    module = unwrapped(model)  # what is evaluated and saved
     scaler = precision.scaler
     step, elapsed = 0, 0.0
     window_losses = []  # the losses since the last metrics row, whose mean the row reports
@@ -59,36 +65,43 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
         path = checkpoint.latest(args.out)
         if path is None:
             raise FileNotFoundError(f"--resume: no checkpoint in {args.out}")
-        progress = checkpoint.load(path, model, optimizer, scaler)
+        progress = checkpoint.load(path, module, optimizer, scaler)
         step, elapsed = progress["step"], progress.get("time", 0.0)
         window_losses = progress.get("window_losses", [])
-        files.keep_until(step)
+        if group.is_main:
+            files.keep_until(step)
         print(f"resumed from {path} at step {step}", flush=True)
-    bar = Progress(total_steps, initial=step, every=args.log_every)
+    bar = Progress(total_steps, initial=step, every=args.log_every, enabled=group.is_main)
     order_epoch, order = None, None
     window_time, window_samples, throughput = 0.0, 0, 0.0  # training steps only, not evaluation
     rate = f"{task.unit}/s"
     last_eval = None
 
     def evaluate():
+        """Rank 0 evaluates the whole validation set; the other ranks go on to the next step."""
+        if not group.is_main:
+            return None
         with no_grad(), precision.autocast():
-            model.eval()
-            return task.evaluate(model)
+            module.eval()
+            return task.evaluate(module)
 
     def save():
-        progress = {"step": step, "time": elapsed, "window_losses": window_losses}
-        return checkpoint.save(args.out, step, model, optimizer, progress, keep=args.keep, scaler=scaler)
+        """Every rank takes part (the window's losses are averaged over the ranks); rank 0 writes."""
+        progress = {"step": step, "time": elapsed, "window_losses": group.mean(window_losses)}
+        if not group.is_main:
+            return None
+        return checkpoint.save(args.out, step, module, optimizer, progress, keep=args.keep, scaler=scaler)
 
     with Interrupt() as interrupt:
         while step < total_steps:
             t0 = time.perf_counter()
             epoch, index = divmod(step, steps_per_epoch)
             if epoch != order_epoch:
-                order_epoch, order = epoch, epoch_order(args.seed, epoch, task.train_size)
+                order_epoch, order = epoch, group.part(epoch_order(args.seed, epoch, task.train_size))
             batch = task.train_batch(order[index * args.batch_size:(index + 1) * args.batch_size])
             lr = lr_at(step)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
+            for param_group in optimizer.param_groups:
+                param_group["lr"] = lr
             model.train()
             with precision.autocast():
                 loss = task.loss(model, batch)
@@ -103,31 +116,35 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
             step_time = time.perf_counter() - t0
             elapsed += step_time
             window_time += step_time
-            window_samples += task.units_per_step
+            window_samples += task.units_per_step * group.world_size
             window_losses.append(loss_value)
             if step % args.log_every == 0 or step == total_steps:
                 throughput = window_samples / max(window_time, 1e-9)
-                files.log(split="train", step=step, epoch=epoch, loss=sum(window_losses) / len(window_losses), lr=lr,
-                          throughput=round(throughput, 1), unit=rate, time=round(elapsed, 3), dtype=precision.name)
+                (window_loss,) = group.mean([sum(window_losses) / len(window_losses)])
+                if group.is_main:
+                    files.log(split="train", step=step, epoch=epoch, loss=window_loss, lr=lr,
+                              throughput=round(throughput, 1), unit=rate, time=round(elapsed, 3),
+                              dtype=precision.name)
                 window_time, window_samples, window_losses = 0.0, 0, []
             bar.update(step, loss=loss_value, lr=lr, **{rate: round(throughput)})
             end_of_epoch = step % steps_per_epoch == 0
             if (args.eval_every and step % args.eval_every == 0) or end_of_epoch or step == total_steps:
                 last_eval = evaluate()
-                files.log(split="eval", step=step, epoch=epoch, **last_eval["metrics"], dtype=precision.name)
-                bar.write(f"step {step}: " + " ".join(f"{k} {v:.4f}" for k, v in last_eval["metrics"].items()))
-                if "sample" in last_eval:
-                    bar.write(last_eval["sample"])
-                files.plot()
+                if group.is_main:
+                    files.log(split="eval", step=step, epoch=epoch, **last_eval["metrics"], dtype=precision.name)
+                    bar.write(f"step {step}: " + " ".join(f"{k} {v:.4f}" for k, v in last_eval["metrics"].items()))
+                    if "sample" in last_eval:
+                        bar.write(last_eval["sample"])
+                    files.plot()
             if (args.checkpoint_every and step % args.checkpoint_every == 0) or end_of_epoch or step == total_steps:
                 save()
-            if interrupt.requested:
+            if group.any(interrupt.requested):  # every rank stops after the same step
                 path = save()
                 bar.close()
                 print(f"interrupted at step {step}: saved {path}; continue with --resume", flush=True)
                 raise SystemExit(130)
     bar.close()
-    return last_eval if last_eval is not None else evaluate()  # None: resumed from the final checkpoint
+    return last_eval if last_eval is not None else evaluate()  # resumed from the final checkpoint
 
 
 def seed_everything(args):

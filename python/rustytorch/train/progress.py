@@ -4,10 +4,12 @@ import sys
 
 
 class Progress:
-    def __init__(self, total, initial=0, every=100, description="train"):
-        self.every, self.description, self.total = every, description, total
+    """enabled=False (the ranks but 0 of a distributed run) shows nothing."""
+
+    def __init__(self, total, initial=0, every=100, description="train", enabled=True):
+        self.every, self.description, self.total, self.enabled = every, description, total, enabled
         self.bar = None
-        if sys.stderr.isatty():
+        if enabled and sys.stderr.isatty():
             from tqdm import tqdm
             self.bar = tqdm(total=total, initial=initial, desc=description, unit="step", dynamic_ncols=True)
 
@@ -15,14 +17,14 @@ class Progress:
         if self.bar is not None:
             self.bar.set_postfix({k: _short(v) for k, v in fields.items()}, refresh=False)
             self.bar.update(1)
-        elif step % self.every == 0 or step == self.total:
+        elif self.enabled and (step % self.every == 0 or step == self.total):
             print(f"{self.description} step {step}/{self.total} "
                   + " ".join(f"{k} {_short(v)}" for k, v in fields.items()), flush=True)
 
     def write(self, line):
         if self.bar is not None:
             self.bar.write(line)
-        else:
+        elif self.enabled:
             print(line, flush=True)
 
     def close(self):

@@ -30,18 +30,18 @@ def load_split(data_dir, train):
     return ((images.float() / 255.0 - _MEAN) / _STD).unsqueeze(1), labels.long()
 
 
-def mlp(nn=nn):
+def mlp(nn=nn, dropout=0.2):
     """The MLP, built from `nn` (rustytorch's, or torch.nn for a side-by-side benchmark)."""
-    return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Dropout(0.2),
-                         nn.Linear(512, 256), nn.ReLU(), nn.Dropout(0.2), nn.Linear(256, 10))
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Dropout(dropout),
+                         nn.Linear(512, 256), nn.ReLU(), nn.Dropout(dropout), nn.Linear(256, 10))
 
 
-def cnn(nn=nn):
+def cnn(nn=nn, dropout=0.25):
     """The CNN, built from `nn` (rustytorch's, or torch.nn for a side-by-side benchmark)."""
     return nn.Sequential(
         nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.25), nn.Linear(128, 10))
+        nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(dropout), nn.Linear(128, 10))
 
 
 class ClassificationTask:
