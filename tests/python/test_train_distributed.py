@@ -100,6 +100,20 @@ def test_two_ranks_train_as_one_process_on_the_same_global_batches(mlp_runs):
 
 
 @needs_fashion_mnist
+def test_one_rank_under_the_launcher_is_the_plain_run_bit_for_bit(mlp_runs, tmp_path):
+    """Started by the launcher, even alone, the trainer runs in a process group with DDP (as nanoGPT's
+    script decides); averaging over one rank changes no bit."""
+    _, one, _ = mlp_runs
+    out = str(tmp_path / "one_rank")
+    stdout = run(LAUNCH[:4] + ["1"] + LAUNCH[5:] + MLP + ["--batch-size", "32", "--out", out]).stdout
+    assert "mlp: 1 process, global batch 32 (32 per process)" in stdout
+    a, b = (io.load_file(checkpoint.latest(d)) for d in (out, one))
+    for key in a:
+        if key.startswith("model."):
+            np.testing.assert_array_equal(a[key].numpy(), b[key].numpy(), err_msg=key)
+
+
+@needs_fashion_mnist
 def test_a_two_rank_checkpoint_resumes_on_one_process(mlp_runs, tmp_path):
     two, one, _ = mlp_runs
     out = without_checkpoints_after(two, tmp_path / "resumed", 4)

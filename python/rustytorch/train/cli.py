@@ -128,7 +128,8 @@ def _steps(args, group, train_size):
         raise ValueError(f"{args.command}: --batch-size {args.batch_size}{on} is larger than the training set "
                          f"({train_size} samples)")
     if group.distributed:
-        print(f"{args.command}: {group.world_size} processes, global batch {global_batch} "
+        processes = f"{group.world_size} process" + ("es" if group.world_size != 1 else "")
+        print(f"{args.command}: {processes}, global batch {global_batch} "
               f"({args.batch_size} per process)", flush=True)
     total = args.epochs * steps_per_epoch
     return steps_per_epoch, (min(total, args.max_steps) if args.max_steps else total)

@@ -1,11 +1,11 @@
 """Data parallelism for the bundled trainers under rtx-run (or torchrun, or ranks started by hand):
-with WORLD_SIZE > 1 every process joins the default process group (nccl for CUDA, gloo for the CPU),
+started by a launcher (RANK set), every process joins the default process group (nccl for CUDA, gloo for the CPU),
 trains the model wrapped in DistributedDataParallel on its device (cuda:LOCAL_RANK on GPUs), and reads
 its part of every global batch. --batch-size is per process, as in PyTorch DDP: a step of N ranks
 trains on N * batch-size samples, the same contiguous span of the epoch's shuffled order that a
 1-process run with N times the batch size trains on in that step, dealt to the ranks by
 DistributedSampler. Rank 0 alone writes the run's files and prints; the others only report errors.
-Without WORLD_SIZE (or with 1) nothing here changes the run."""
+Started without a launcher nothing here changes the run."""
 import os
 import sys
 
@@ -21,10 +21,10 @@ from ..utils.data import DistributedSampler
 class Group:
     """This process's place in the run: world_size, rank, local_rank; is_main for rank 0."""
 
-    def __init__(self, world_size=1, rank=0, local_rank=0, device="cpu"):
+    def __init__(self, world_size=1, rank=0, local_rank=0, device="cpu", distributed=False):
         self.world_size, self.rank, self.local_rank, self.device = world_size, rank, local_rank, device
         self.is_main = rank == 0
-        self.distributed = world_size > 1
+        self.distributed = distributed  # in a process group, the model in DistributedDataParallel
 
     def wrap(self, model):
         """model in DistributedDataParallel (on a GPU, on device_ids=[local_rank]); model itself alone."""
@@ -71,12 +71,13 @@ def unwrapped(model):
 
 def setup(args):
     """The Group of this process from WORLD_SIZE, RANK and LOCAL_RANK (LOCAL_RANK defaults to RANK, as
-    for ranks started by hand on one machine). With WORLD_SIZE > 1: on CUDA args.device becomes
+    for ranks started by hand on one machine). Started by a launcher (RANK set, or WORLD_SIZE > 1),
+    even as its only process, as nanoGPT's script decides: on CUDA args.device becomes
     cuda:LOCAL_RANK (the current device too); the default process group is initialized; stdout is
     silenced on every rank but 0."""
     world = _env_int("WORLD_SIZE", 1)
-    if world <= 1:
-        return Group(device=args.device)
+    if world <= 1 and os.environ.get("RANK") is None:
+        return Group(device=args.device)  # not started by a launcher
     rank = _env_int("RANK", None)
     if rank is None or not 0 <= rank < world:
         raise ValueError(f"WORLD_SIZE is {world}, so RANK must be set to one of 0..{world - 1}, got "
@@ -92,7 +93,7 @@ def setup(args):
     dist.init_process_group()
     if rank != 0:
         sys.stdout = open(os.devnull, "w")
-    return Group(world, rank, local_rank, args.device)
+    return Group(world, rank, local_rank, args.device, distributed=True)
 
 
 def _env_int(name, default):
