@@ -9,7 +9,8 @@
 #   bench, the host time of a bare launch, the side-by-side timings of bench/torch/compare.cpp and the
 #   Python per-op overhead; pip, which installs the package offline with pip into a scratch prefix;
 #   train, which runs the bundled trainers on the GPU and their training throughput beside
-#   PyTorch's, on the GPU and on two CPU cores; and multigpu, for a machine of two or more GPUs: the
+#   PyTorch's, on the GPU and on two CPU cores; ddp1, the GPT trainer under rtx-run on one GPU
+#   (DistributedDataParallel over nccl) against the plain run; and multigpu, for two or more GPUs: the
 #   distributed tests at that world size, all_reduce bandwidth and DDP GPT-2 on 1 and N GPUs (plain
 #   and ZeRO) beside PyTorch, and the GPT trainer under rtx-run)
 set -uo pipefail
@@ -90,7 +91,26 @@ multigpu() {
   "${run[@]}" 1 bench/python/multi_gpu.py ddp --batch $((8 * n)) --only ours --json "$LOGS/ddp_1_b$((8 * n)).json" &&
   "${run[@]}" "$n" bench/python/multi_gpu.py ddp --batch 8 --json "$LOGS/ddp_$n.json" &&
   "${run[@]}" "$n" bench/python/multi_gpu.py ddp --batch 8 --zero --json "$LOGS/ddp_zero_$n.json" &&
-  "${py[@]}" bench/python/multi_gpu_report.py "$LOGS"
+  "${py[@]}" bench/python/multi_gpu_report.py "$LOGS" &&
+  # The GPT trainer on N GPUs, then resumed on one at the same global batch.
+  rm -rf /tmp/rtx-ddp && "${run[@]}" "$n" -m rustytorch.train gpt --preset gpt2 --batch-size 8 --max-steps 300 \
+    --eval-every 150 --out /tmp/rtx-ddp &&
+  "${py[@]}" -m rustytorch.train gpt --preset gpt2 --batch-size $((8 * n)) --max-steps 320 --eval-every 20 \
+    --out /tmp/rtx-ddp --resume
+}
+
+ddp1() {
+  # One GPU: the GPT trainer under the launcher (a process group of one, DDP over nccl) against the
+  # plain run: the same losses, bit for bit.
+  local py=(env PYTHONPATH=build/gpu/python python3) args=(gpt --preset gpt2 --batch-size 8 --max-steps 20 --log-every 5)
+  rm -rf /tmp/rtx-plain /tmp/rtx-ddp1 &&
+  "${py[@]}" -m rustytorch.train "${args[@]}" --out /tmp/rtx-plain &&
+  "${py[@]}" -m rustytorch.distributed.run --nproc-per-node 1 -m rustytorch.train "${args[@]}" --out /tmp/rtx-ddp1 &&
+  "${py[@]}" -c 'import json, sys
+rows = [[(r["step"], r["loss"]) for r in map(json.loads, open(d + "/metrics.jsonl")) if r["split"] == "train"]
+        for d in sys.argv[1:]]
+print("ddp1 losses plain", rows[0], "ddp", rows[1])
+sys.exit(rows[0] != rows[1])' /tmp/rtx-plain /tmp/rtx-ddp1
 }
 
 stage build build.log build || true
@@ -105,6 +125,7 @@ fi
 stage sanitize sanitizer.log sanitize
 stage pip pip.log pip_install
 stage train train.log train
+stage ddp1 ddp1.log ddp1
 stage multigpu multigpu.log multigpu
 
 echo "==== gpu_check summary ===="
@@ -118,5 +139,6 @@ for line in "${SUMMARY[@]}"; do echo "  $line"; done
 [[ -f "$LOGS/parity.log" ]] && tail -1 "$LOGS/parity.log"
 [[ -f "$LOGS/bench.log" ]] && cat "$LOGS/bench.log"
 [[ -f "$LOGS/train.log" ]] && grep -E "accuracy|validation loss|^best|^GPT|^(mlp|cnn|gpt) " "$LOGS/train.log"
+[[ -f "$LOGS/ddp1.log" ]] && grep -E "^ddp1" "$LOGS/ddp1.log"
 [[ -f "$LOGS/multigpu.log" ]] && grep -E "^\[rank 0\]|^(scaling|zero|allreduce)" "$LOGS/multigpu.log"
 exit $FAILED
