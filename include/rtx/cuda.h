@@ -147,6 +147,8 @@ struct MemoryStats {
   size_t peak_reserved_bytes = 0;
   size_t active_blocks = 0;  // blocks handed out and not freed
   size_t peak_active_blocks = 0;
+  size_t private_pool_allocated_bytes = 0;  // of allocated_bytes, those of blocks from private pools (CUDA graphs)
+  size_t private_pool_reserved_bytes = 0;   // of reserved_bytes, those of private pools' segments
   uint64_t num_allocs = 0;        // successful allocations (non-zero sizes)
   uint64_t num_raw_allocs = 0;    // segments obtained from the device (successful cudaMalloc calls)
   uint64_t num_raw_frees = 0;     // segments returned to the device

@@ -33,6 +33,9 @@ void bind_cuda(py::module_& parent) {
         d["num_device_alloc"] = s.num_raw_allocs;
         d["num_device_free"] = s.num_raw_frees;
         d["fragmentation"] = s.fragmentation();
+        // Of the totals above, what CUDA graphs' private pools hold (rustytorch's keys).
+        d["private_pool_allocated_bytes.current"] = s.private_pool_allocated_bytes;
+        d["private_pool_reserved_bytes.current"] = s.private_pool_reserved_bytes;
         return d;
       },
       py::arg("device") = -1);

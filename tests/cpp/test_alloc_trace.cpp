@@ -221,7 +221,7 @@ TEST(AllocTraceTest, MalformedTracesNameTheLine) {
       {kHeader + a + "r 20 1\n", "line 3: record_stream of address 20, which is not allocated"},
       {kHeader + a + "f 10\nf 10\n", "line 4: free of address 10, which is not allocated"},
       {kHeader + "e 1\n", "line 2: expected 'e'"},
-      {kHeader + "x\n", "line 2: unknown event 'x' (known: a, f, r, e, p)"},
+      {kHeader + "x\n", "line 2: unknown event 'x' (known: a, f, r, e, p, and b, n, d for private pools)"},
       {kHeader + "alloc 512 0 10\n", "line 2: unknown event 'alloc'"},
       {kHeader + a + "\n", "line 3: empty line"},
       {kHeader + "a  512 0 10\n", "line 2: fields must be separated by single spaces"},

@@ -69,8 +69,12 @@ void AllocTraceWriter::header(const AllocatorConfig& config, size_t device_total
        config.garbage_collection_threshold, device_total);
 }
 
-void AllocTraceWriter::allocate(size_t bytes, StreamHandle stream, const void* ptr) {
-  line("a {} {:x} {:x}\n", bytes, stream, reinterpret_cast<std::uintptr_t>(ptr));
+void AllocTraceWriter::allocate(size_t bytes, StreamHandle stream, const void* ptr, MempoolId pool) {
+  if (pool == MempoolId{}) {
+    line("a {} {:x} {:x}\n", bytes, stream, reinterpret_cast<std::uintptr_t>(ptr));
+  } else {
+    line("a {} {:x} {:x} {:x} {:x}\n", bytes, stream, reinterpret_cast<std::uintptr_t>(ptr), pool.first, pool.second);
+  }
 }
 
 void AllocTraceWriter::free(const void* ptr) { line("f {:x}\n", reinterpret_cast<std::uintptr_t>(ptr)); }
@@ -82,6 +86,12 @@ void AllocTraceWriter::record_stream(const void* ptr, StreamHandle stream) {
 void AllocTraceWriter::empty_cache() { line("e\n"); }
 
 void AllocTraceWriter::reset_peak() { line("p\n"); }
+
+void AllocTraceWriter::begin_pool(MempoolId pool) { line("b {:x} {:x}\n", pool.first, pool.second); }
+
+void AllocTraceWriter::end_pool(MempoolId pool) { line("n {:x} {:x}\n", pool.first, pool.second); }
+
+void AllocTraceWriter::release_pool(MempoolId pool) { line("d {:x} {:x}\n", pool.first, pool.second); }
 
 void AllocTraceWriter::flush() noexcept {
   if (!failed_) write_out(true);
@@ -215,6 +225,16 @@ AllocTrace read_alloc_trace(std::istream& in, const std::string& name) {
   std::string text;
   size_t line = 0;
   std::unordered_set<std::uint64_t> live;
+  struct PoolState {
+    int uses = 0;
+    bool allocated_to = false;
+  };
+  std::map<MempoolId, PoolState> pools;
+  auto pool_id = [&](size_t first) {
+    const auto& f = p.fields();
+    return MempoolId{p.number<std::uint64_t>(f[first], 16, "the pool id"),
+                     p.number<std::uint64_t>(f[first + 1], 16, "the pool id")};
+  };
   while (std::getline(in, text)) {
     p.start_line(++line, std::move(text));
     if (line == 1) {
@@ -225,15 +245,22 @@ AllocTrace read_alloc_trace(std::istream& in, const std::string& name) {
     if (f.empty()) p.fail("empty line");
     TraceEvent e;
     e.line = line;
-    if (f[0].size() != 1) p.fail(fmt::format("unknown event '{}' (known: a, f, r, e, p)", f[0]));
+    if (f[0].size() != 1) p.fail(fmt::format("unknown event '{}' (known: a, f, r, e, p, and b, n, d for private pools)", f[0]));
     e.op = f[0][0];
     switch (e.op) {
       case 'a':
-        p.expect_fields(4, "a BYTES STREAM ADDRESS");
+        if (f.size() != 4 && f.size() != 6)
+          p.fail("expected 'a BYTES STREAM ADDRESS' or, from a private pool, 'a BYTES STREAM ADDRESS POOL POOL'");
         e.bytes = p.number<size_t>(f[1], 10, "the size");
         e.stream = p.number<StreamHandle>(f[2], 16, "the stream");
         e.address = p.number<std::uint64_t>(f[3], 16, "the address");
         if (e.bytes == 0 || e.address == 0) p.fail("an allocation needs a size and an address above 0");
+        if (f.size() == 6) {
+          e.pool = pool_id(4);
+          if (!pools[e.pool].allocated_to)
+            p.fail(fmt::format("allocation from pool ({:x}, {:x}), which is not allocated to", e.pool.first,
+                               e.pool.second));
+        }
         if (!live.insert(e.address).second)
           p.fail(fmt::format("address {:x} is handed out again before it was freed", e.address));
         break;
@@ -253,8 +280,30 @@ AllocTrace read_alloc_trace(std::istream& in, const std::string& name) {
       case 'p':
         p.expect_fields(1, e.op == 'e' ? "e" : "p");
         break;
+      case 'b':
+      case 'n':
+      case 'd': {
+        p.expect_fields(3, e.op == 'b' ? "b POOL POOL" : e.op == 'n' ? "n POOL POOL" : "d POOL POOL");
+        e.pool = pool_id(1);
+        if (e.pool == MempoolId{}) p.fail("the pool id (0, 0) names no private pool");
+        PoolState& pool = pools[e.pool];
+        const auto id = fmt::format("({:x}, {:x})", e.pool.first, e.pool.second);
+        if (e.op == 'b') {
+          if (pool.allocated_to) p.fail(fmt::format("begin of pool {}, which is already allocated to", id));
+          ++pool.uses;
+          pool.allocated_to = true;
+        } else if (e.op == 'n') {
+          if (!pool.allocated_to) p.fail(fmt::format("end of pool {}, which is not allocated to", id));
+          pool.allocated_to = false;
+        } else {
+          if (pool.uses == 0 || pool.allocated_to)
+            p.fail(fmt::format("release of pool {}, which has no use left or is still allocated to", id));
+          --pool.uses;
+        }
+        break;
+      }
       default:
-        p.fail(fmt::format("unknown event '{}' (known: a, f, r, e, p)", f[0]));
+        p.fail(fmt::format("unknown event '{}' (known: a, f, r, e, p, and b, n, d for private pools)", f[0]));
     }
     trace.events.push_back(e);
   }
@@ -301,6 +350,7 @@ class Replayer {
   bool run(const TraceEvent& e) {
     switch (e.op) {
       case 'a':
+        routed_to_ = e.pool;
         try {
           addresses_[e.address] = allocator_.allocate(e.bytes, e.stream);
         } catch (const OutOfMemoryError&) {
@@ -325,6 +375,16 @@ class Replayer {
       case 'p':
         allocator_.reset_peak_stats();
         break;
+      case 'b':
+        // The recorded filter's answers are in the allocation lines: each names the pool it came from.
+        allocator_.begin_allocate_to_pool(e.pool, [this, id = e.pool](StreamHandle) { return routed_to_ == id; });
+        break;
+      case 'n':
+        allocator_.end_allocate_to_pool(e.pool);
+        break;
+      case 'd':
+        allocator_.release_pool(e.pool);
+        break;
     }
     return true;
   }
@@ -335,6 +395,7 @@ class Replayer {
   SimulatedDevice device_;
   CachingAllocator allocator_;
   std::unordered_map<std::uint64_t, void*> addresses_;
+  MempoolId routed_to_{0, 0};  // the pool of the allocation being replayed
 };
 
 }  // namespace

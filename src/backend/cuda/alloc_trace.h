@@ -1,5 +1,5 @@
-// The caching allocator's trace: a text record of its allocate, free, record_stream, empty_cache and
-// reset_peak_stats calls (written by AllocTraceWriter while tracing is on), read back by
+// The caching allocator's trace: a text record of its allocate, free, record_stream, empty_cache,
+// reset_peak_stats and private pool calls (written by AllocTraceWriter while tracing is on), read back by
 // read_alloc_trace and replayed by replay_trace against a fresh CachingAllocator on a simulated
 // device, so that the placement of a real run can be studied and changed without the GPU.
 // docs/allocator.md describes the format.
@@ -35,11 +35,15 @@ class AllocTraceWriter {
 
   // The first line: the format version, the allocator's constants, its settings and the device's size.
   void header(const AllocatorConfig& config, size_t device_total);
-  void allocate(size_t bytes, StreamHandle stream, const void* ptr);
+  // `pool`: the private pool the block came from ({0, 0}: the general pools).
+  void allocate(size_t bytes, StreamHandle stream, const void* ptr, MempoolId pool);
   void free(const void* ptr);
   void record_stream(const void* ptr, StreamHandle stream);
   void empty_cache();
   void reset_peak();
+  void begin_pool(MempoolId pool);
+  void end_pool(MempoolId pool);
+  void release_pool(MempoolId pool);
   // Writes the buffer and flushes the stream.
   void flush() noexcept;
   // Whether a write failed (or the file could not be opened): nothing more is written.
@@ -57,13 +61,16 @@ class AllocTraceWriter {
   bool failed_ = false;
 };
 
-// One traced call. For 'a' (allocate): bytes, stream, address; 'f' (free): address; 'r'
-// (record_stream): address, stream; 'e' (empty_cache) and 'p' (reset_peak_stats): nothing.
+// One traced call. For 'a' (allocate): bytes, stream, address and the private pool it was served from
+// ({0, 0}: the general pools); 'f' (free): address; 'r' (record_stream): address, stream; 'e'
+// (empty_cache) and 'p' (reset_peak_stats): nothing; 'b' (begin_allocate_to_pool), 'n'
+// (end_allocate_to_pool) and 'd' (release_pool): the pool.
 struct TraceEvent {
   char op = 0;
   size_t bytes = 0;
   std::uint64_t address = 0;
   StreamHandle stream = 0;
+  MempoolId pool{0, 0};
   size_t line = 0;  // 1-based line in the trace
 };
 
@@ -86,7 +93,9 @@ struct AllocTrace {
 
 // Parses a trace; `name` (e.g. the path) goes into errors. Throws ValueError naming the line and what is
 // wrong with it: a bad header, an unknown event, a bad number, a free or record_stream of an address that
-// is not live, or an address handed out twice.
+// is not live, an address handed out twice, or a pool call the allocator would refuse (an allocation
+// into or the end of a pool not allocated to, a begin of one that is, a release of one without uses or
+// still allocated to).
 RTX_API AllocTrace read_alloc_trace(std::istream& in, const std::string& name);
 
 struct ReplayOptions {
@@ -149,7 +158,7 @@ class RTX_API SimulatedDevice final : public DeviceMemory {
 };
 
 // Runs the trace against a fresh CachingAllocator over a SimulatedDevice of the trace's device_total
-// bytes; trace addresses are mapped to the replay's.
+// bytes; trace addresses are mapped to the replay's, and each allocation goes to the pool it went to.
 RTX_API ReplayResult replay_trace(const AllocTrace& trace, const ReplayOptions& options);
 
 // The segment classes of a snapshot: small pool, 20 MiB large-pool buffers, and large segments below

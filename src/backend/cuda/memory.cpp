@@ -1,6 +1,6 @@
 // Device memory of the CUDA backend: one caching allocator per device (the policy is in
 // caching_allocator.cpp) over the runtime's cudaMalloc and events, installed as rtx's CUDA allocator,
-// and the public memory statistics. Allocators are made on first use and deliberately never
+// the public memory statistics, and the private pool calls of CUDA graph capture. Allocators are made on first use and deliberately never
 // destroyed: at process exit the driver may already be gone. RTX_CUDA_ALLOC_TRACE turns on their traces.
 #include <unistd.h>
 
@@ -144,6 +144,18 @@ namespace detail {
 void install_cuda_allocator() {
   static CudaAllocator allocator;
   rtx::detail::set_allocator(kCUDA, &allocator);
+}
+
+void begin_allocate_to_pool(int device, MempoolId id, StreamFilter filter) {
+  allocator_for(resolve_device(device, "begin_allocate_to_pool")).begin_allocate_to_pool(id, std::move(filter));
+}
+
+void end_allocate_to_pool(int device, MempoolId id) {
+  allocator_for(resolve_device(device, "end_allocate_to_pool")).end_allocate_to_pool(id);
+}
+
+void release_pool(int device, MempoolId id) {
+  allocator_for(resolve_device(device, "release_pool")).release_pool(id);
 }
 }  // namespace detail
 
