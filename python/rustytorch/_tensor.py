@@ -4,6 +4,7 @@ comparisons isclose, allclose and equal (also rustytorch functions)."""
 import builtins
 import numbers
 import operator
+import weakref
 
 import numpy as np
 
@@ -198,10 +199,19 @@ def _register_hook(self, hook):
 
 
 def _register_post_accumulate_grad_hook(self, hook):
-    """hook(tensor) runs after a backward pass has accumulated this leaf's .grad; its return value is ignored."""
+    """hook(tensor) runs after a backward pass has accumulated this leaf's .grad; its return value is
+    ignored. The hook gets this very object (a Parameter stays itself, e.g. a key of a dict of
+    per-parameter optimizers), held weakly so that the hook keeps no parameter alive."""
     if not self.requires_grad:
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-    return RemovableHandle(self, self._register_post_accumulate_grad_hook(hook))
+    owner = weakref.ref(self)
+
+    def call(leaf):
+        obj = owner()
+        result = hook(leaf if obj is None else obj)
+        if result is not None:
+            raise TypeError(f"a post accumulate grad hook must return None, got {type(result).__name__}")
+    return RemovableHandle(self, self._register_post_accumulate_grad_hook(call))
 
 
 class _GradFn:

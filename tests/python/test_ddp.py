@@ -225,6 +225,23 @@ def test_post_accumulate_grad_hooks_run_after_accumulation():
     w = rt.nn.Parameter(rt.ones(3))
     seen = []
     handle = w.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.tolist()))
+    # PyTorch's optimizer-in-backward idiom: the hook gets the parameter itself, a dict key.
+    m = rt.nn.Linear(3, 2)
+    opts = {p: rt.optim.SGD([p], lr=0.1) for p in m.parameters()}
+
+    def step_now(p):
+        opts[p].step()
+        opts[p].zero_grad()
+
+    for p in m.parameters():
+        p.register_post_accumulate_grad_hook(step_now)
+    before = m.weight.detach().clone()
+    m(rt.ones(1, 3)).sum().backward()
+    assert rt.allclose(m.weight.detach(), before - 0.1) and m.weight.grad is None
+    w2 = rt.nn.Parameter(rt.ones(2))
+    w2.register_post_accumulate_grad_hook(lambda p: 1)
+    with pytest.raises(TypeError, match="must return None"):
+        (w2 * 2).sum().backward()
     (w * 2).sum().backward()
     (w * 3).sum().backward()
     assert seen == [[2.0] * 3, [5.0] * 3]
