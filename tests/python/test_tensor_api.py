@@ -649,3 +649,19 @@ def test_repr_like_pytorch():
     assert repr(rt.Size([2, 3])) == repr(torch.Size([2, 3])).replace("torch.", "rustytorch.")
     for dtype in ["float16", "bfloat16", "int8", "uint8", "bool"]:
         assert repr(getattr(rt, dtype)) == repr(getattr(torch, dtype)).replace("torch.", "rustytorch.")
+
+
+def test_cuda_functions_take_devices_as_pytorch_does():
+    """set_device and the per-device functions take an int, "cuda:K" or a device, as nanoGPT's
+    `torch.cuda.set_device(f"cuda:{local_rank}")` passes it; a CPU device is refused."""
+    from rustytorch.cuda import _index
+    assert [_index(3), _index("cuda:1"), _index(rt.device("cuda", 2)), _index(None)] == [3, 1, 2, -1]
+    with pytest.raises(ValueError, match="Expected a cuda device"):
+        rt.cuda.set_device("cpu")
+    if rt.cuda.is_available():
+        rt.cuda.set_device(f"cuda:{rt.cuda.current_device()}")
+        rt.cuda.synchronize("cuda:0")
+        rt.cuda.reset_peak_memory_stats(rt.device("cuda", 0))
+    else:
+        with pytest.raises(rt.DeviceError):
+            rt.cuda.set_device("cuda:0")

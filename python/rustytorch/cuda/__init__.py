@@ -8,21 +8,35 @@ Event = _cuda.Event
 is_available = _cuda.is_available
 device_count = _cuda.device_count
 current_device = _cuda.current_device
-set_device = _cuda.set_device
 empty_cache = _cuda.empty_cache
-reset_peak_memory_stats = _cuda.reset_peak_memory_stats
 get_device_properties = _cuda.get_device_properties
 current_stream = _cuda.current_stream
 set_stream = _cuda.set_stream
 
 
-def _index(device):
+def _index(device, optional=True):
+    """The index of device (an int, "cuda:1", a device); -1 (the current device) for None, or, when
+    optional, for a CUDA device without an index."""
     if device is None:
         return -1
     if isinstance(device, int):
         return device
     from .._C import device as _device
-    return _device(device).index if not isinstance(device, _device) else device.index
+    d = device if isinstance(device, _device) else _device(device)
+    if d.type != "cuda":
+        raise ValueError(f"Expected a cuda device, but got: {d}")
+    if d.index is None:
+        if not optional:
+            raise ValueError(f"Expected a device with a specified index or an integer, but got:{d}")
+        return -1
+    return d.index
+
+
+def set_device(device):
+    """Makes device (an int, "cuda:1", a device) the calling thread's current CUDA device."""
+    index = _index(device, optional=False)
+    if index >= 0:
+        _cuda.set_device(index)
 
 
 def synchronize(device=None):
@@ -33,6 +47,10 @@ def synchronize(device=None):
 def memory_stats(device=None):
     """The caching allocator's counters, with PyTorch's key names."""
     return _cuda.memory_stats(_index(device))
+
+
+def reset_peak_memory_stats(device=None):
+    _cuda.reset_peak_memory_stats(_index(device))
 
 
 def memory_summary(device=None):
