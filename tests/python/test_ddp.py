@@ -6,6 +6,8 @@ no_sync, unused parameters with and without find_unused_parameters, buffers and 
 torch's DDP where torch is importable.
 
 Ranks run this file as a script (python test_ddp.py SCENARIO OUT MODULE) through dist_launch."""
+import importlib.util
+
 import numpy as np
 import pytest
 from dist_launch import rank_main, run_scenario
@@ -147,6 +149,37 @@ def scenario_unused(torch, dist, out):
         out["strict_error"] = f"{type(e).__name__}: {e}"
 
 
+def scenario_nanogpt(torch, dist, out):
+    """nanoGPT's train.py under DDP: the model wrapped as `DDP(model)`, the optimizer from
+    `model.module.configure_optimizers`, gradient accumulation by setting
+    `model.require_backward_grad_sync` on the last micro-step only, clipping over model.parameters()."""
+    import gpt_script
+    rank = dist.get_rank()
+    config = gpt_script.GPTConfig(block_size=8, vocab_size=32, n_layer=2, n_head=2, n_embd=16)
+    model = gpt_script.build(torch)(config)
+    rng = np.random.default_rng(0)
+    with torch.no_grad():  # the same start in both libraries (DDP then copies rank 0's to every rank)
+        for p in model.parameters():
+            p.copy_(torch.tensor(rng.normal(0, 0.05, tuple(p.shape)).astype(np.float32)))
+    model = torch.nn.parallel.DistributedDataParallel(model)
+    raw_model = model.module
+    optimizer = raw_model.configure_optimizers(0.1, 6e-3, (0.9, 0.95), "cpu")
+    data = np.random.default_rng(1 + rank).integers(0, config.vocab_size, (6, 2, 4, config.block_size + 1))
+    losses = []
+    for it in range(6):
+        for micro_step in range(2):
+            model.require_backward_grad_sync = micro_step == 1
+            xy = data[it, micro_step]
+            _, loss = model(torch.tensor(xy[:, :-1].copy()), torch.tensor(xy[:, 1:].copy()))
+            (loss / 2).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    out["losses"] = losses
+    out["params"] = [p.detach().reshape(-1).tolist() for p in raw_model.parameters()]
+
+
 def scenario_mismatch(torch, dist, out):
     rank = dist.get_rank()
     model = torch.nn.Linear(4, 3 + rank)
@@ -192,6 +225,18 @@ def test_unused_parameters(tmp_path):
         assert r["never_is_none"]
     assert "find_unused_parameters=True" in r0["strict_error"]
     assert "never.weight (6), never.bias (7)" in r0["strict_error"]
+
+
+@needs_gloo
+def test_nanogpt_ddp_training_loop(tmp_path):
+    ours = _run("nanogpt", tmp_path)
+    assert ours[0]["params"] == ours[1]["params"]  # the replicas stay bitwise equal
+    assert ours[0]["losses"] != ours[1]["losses"]  # each rank trained on its own batches
+    if importlib.util.find_spec("torch") is not None:
+        theirs = _run("nanogpt", tmp_path, module="torch")
+        for rank in range(WORLD):
+            np.testing.assert_allclose(ours[rank]["losses"], theirs[rank]["losses"], rtol=2e-4)
+        _close(ours[0]["params"], theirs[0]["params"], atol=2e-4)
 
 
 @needs_gloo
