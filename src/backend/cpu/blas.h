@@ -19,6 +19,8 @@
 
 #if RTX_WITH_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
+
+#include "backend/cpu/onednn_signals.h"
 #endif
 
 namespace rtx::cpu {
@@ -91,7 +93,11 @@ inline void onednn_serial_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t 
                                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (threads > 1) omp_set_num_threads(1);
-  const dnnl_status_t status = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  dnnl_status_t status;
+  {
+    AsyncSignalsBlocked no_signals;  // onednn_signals.h says why
+    status = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
   if (threads > 1) omp_set_num_threads(threads);
   RTX_CHECK(status == dnnl_success, Error, "[matmul] oneDNN's sgemm failed with status {} ([{}, {}] x [{}, {}])",
             static_cast<int>(status), m, k, k, n);

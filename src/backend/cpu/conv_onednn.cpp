@@ -27,6 +27,7 @@
 
 #include <dnnl.hpp>
 
+#include "backend/cpu/onednn_signals.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "rtx/settings.h"
@@ -299,6 +300,8 @@ class Run {
   }
   void execute(const Step& step, std::unordered_map<int, memory> args) {
     if (step.scratch.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, memory(step.scratch, engine(), buffer(step.scratch)));
+    block_async_signals_in_omp_workers();  // onednn_signals.h says why
+    AsyncSignalsBlocked no_signals;
     step.primitive.execute(stream_, args);
   }
 
