@@ -1,7 +1,8 @@
 """Running the ranks of a multi-process test: each rank is `python FILE ARGS...` (a test file run as
 a script) over 127.0.0.1 on a free port, all bounded by one timeout, every process still running
 killed on the way out, and a rank that exits with a non-zero code failing the test with its output.
-rank_main is the ranks' side for files whose scenarios take (torch, dist, out)."""
+rank_main is the ranks' side for files whose scenarios take (torch, dist, out); process_alive tells
+the tests that no process is left behind."""
 import json
 import os
 import signal
@@ -30,6 +31,15 @@ def torchrun_env(rank, world, port):
     env = clean_env()
     env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
     return env
+
+
+def process_alive(pid):
+    """Whether pid runs (a zombie nobody reaps does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def run_ranks(argv, envs, timeout, what, killed=()):

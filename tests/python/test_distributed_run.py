@@ -11,6 +11,7 @@ import textwrap
 import time
 
 import pytest
+from dist_launch import process_alive
 
 from rustytorch.distributed import run
 
@@ -35,15 +36,6 @@ ENV_SCRIPT = textwrap.dedent(f"""
     print("args", *sys.argv[1:])
     print("to stderr", os.environ["RANK"], file=sys.stderr)
 """)
-
-
-def alive(pid):
-    """Whether pid runs (a zombie nobody reaps does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.fixture
@@ -78,7 +70,7 @@ def job(tmp_path):
 
     Job.pids.mkdir()
     yield Job()
-    left = [int(p) for p in os.listdir(Job.pids) if alive(int(p))]
+    left = [int(p) for p in os.listdir(Job.pids) if process_alive(int(p))]
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, f"processes left running: {left}"
@@ -243,9 +235,9 @@ def test_the_processes_die_with_a_killed_launcher(job):
         launcher.kill()
         launcher.wait(timeout=10)
     deadline = time.monotonic() + 5
-    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(process_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not any(alive(p) for p in pids)
+    assert not any(process_alive(p) for p in pids)
 
 
 @pytest.mark.parametrize("fail_on", ["every attempt", "the first attempt"])

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from dist_launch import process_alive
 
 from rustytorch import io
 from rustytorch.train import checkpoint, vision
@@ -175,14 +176,6 @@ def rank_of(pid):
     return int(env[b"RANK"])
 
 
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 @needs_fashion_mnist
 def test_a_killed_rank_stops_the_job(tmp_path):
     out = str(tmp_path / "run")
@@ -206,7 +199,7 @@ def test_a_killed_rank_stops_the_job(tmp_path):
             launcher.communicate()
     assert launcher.returncode == 1
     assert "rtx-run: rank 1 " in stderr and "was killed by SIGKILL" in stderr and "rtx-run: the job failed" in stderr
-    left = [p for p in ranks if alive(p)]
+    left = [p for p in ranks if process_alive(p)]
     for p in left:
         os.kill(p, signal.SIGKILL)
     assert not left, f"processes left running: {left}"
@@ -243,4 +236,4 @@ def test_ctrl_c_stops_every_rank_after_the_same_step_and_rank_0_saves(tmp_path):
     stopped = int(stdout.split("[rank 0]: interrupted at step ")[1].split(":")[0])
     assert checkpoint_steps(out) == [stopped] and stopped >= 3
     assert "Error" not in stderr  # no rank was left waiting in a collective for one that had stopped
-    assert not [p for p in ranks if alive(p)]
+    assert not [p for p in ranks if process_alive(p)]
