@@ -8,6 +8,7 @@ import contextlib
 
 from ... import _C
 from ... import distributed as dist
+from ...utils.data.collate import map_nested
 from ..module import Module
 
 _d = _C._distributed
@@ -18,30 +19,20 @@ _DEFAULT_FIRST_BUCKET_BYTES = 1024 * 1024
 _BROADCAST_BUCKET_BYTES = 250 * 1024 * 1024
 
 
-def _tensors_in(obj, out):
-    """Every tensor of a (nested) forward output: tensors, lists, tuples, dicts."""
-    if isinstance(obj, _C.Tensor):
-        out.append(obj)
-    elif isinstance(obj, (list, tuple)):
-        for o in obj:
-            _tensors_in(o, out)
-    elif isinstance(obj, dict):
-        for o in obj.values():
-            _tensors_in(o, out)
-    return out
+def _is_tensor(obj):
+    return isinstance(obj, _C.Tensor)
+
+
+def _tensors_in(obj):
+    """Every tensor of a (nested) forward output."""
+    found = []
+    map_nested(obj, _is_tensor, found.append)
+    return found
 
 
 def _moved(obj, device):
-    """obj with its tensors (in lists, tuples and dicts) moved to device."""
-    if isinstance(obj, _C.Tensor):
-        return obj.to(device)
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(_moved(o, device) for o in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_moved(o, device) for o in obj)
-    if isinstance(obj, dict):
-        return type(obj)((k, _moved(v, device)) for k, v in obj.items())
-    return obj
+    """obj with its tensors (nested in mappings and sequences) moved to device."""
+    return map_nested(obj, _is_tensor, lambda t: t.to(device))
 
 
 class DistributedDataParallel(Module):
@@ -112,7 +103,7 @@ class DistributedDataParallel(Module):
         output = self.module(*inputs, **kwargs)
         if sync:
             search = self.find_unused_parameters or self.static_graph
-            self.reducer.prepare_for_backward(_tensors_in(output, []) if search else [])
+            self.reducer.prepare_for_backward(_tensors_in(output) if search else [])
         return output
 
     @contextlib.contextmanager

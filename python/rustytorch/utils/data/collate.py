@@ -35,6 +35,24 @@ def default_convert(data):
     return data
 
 
+def map_nested(data, is_leaf, fn):
+    """data with fn applied to every leaf (is_leaf(x) true) nested in mappings and sequences, each
+    container rebuilt in its own type where it can be; strings and other objects stay as they are."""
+    if is_leaf(data):
+        return fn(data)
+    if isinstance(data, (str, bytes)):
+        return data
+    if isinstance(data, collections.abc.Mapping):
+        return _rebuild_mapping(data, {k: map_nested(v, is_leaf, fn) for k, v in data.items()})
+    if isinstance(data, tuple) and hasattr(data, "_fields"):
+        return type(data)(*(map_nested(v, is_leaf, fn) for v in data))
+    if isinstance(data, tuple):
+        return tuple(map_nested(v, is_leaf, fn) for v in data)
+    if isinstance(data, collections.abc.Sequence):
+        return _rebuild_sequence(data, [map_nested(v, is_leaf, fn) for v in data])
+    return data
+
+
 def _rebuild_mapping(like, items):
     """items (a dict) in like's mapping type where that type can be built or copied, else a dict."""
     try:

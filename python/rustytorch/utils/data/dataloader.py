@@ -5,7 +5,6 @@ num_workers=0 loader would, re-raises a worker's exception with the worker's tra
 timeout, and stops its workers when the iterator is exhausted or deleted (at the loader's end
 with persistent_workers)."""
 import atexit
-import collections.abc
 import multiprocessing
 import queue
 import time
@@ -14,7 +13,7 @@ from multiprocessing.reduction import ForkingPickler
 
 from ... import _C, cuda
 from . import _worker
-from .collate import _rebuild_mapping, _rebuild_sequence, default_collate, default_convert
+from .collate import default_collate, default_convert, map_nested
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler, _seed_from
 
@@ -132,19 +131,7 @@ class DataLoader:
 
 def _pin(data):
     """data with every tensor in page-locked memory (tensors nested in mappings and sequences)."""
-    if hasattr(data, "pin_memory"):
-        return data.pin_memory()
-    if isinstance(data, (str, bytes)):
-        return data
-    if isinstance(data, collections.abc.Mapping):
-        return _rebuild_mapping(data, {k: _pin(v) for k, v in data.items()})
-    if isinstance(data, tuple) and hasattr(data, "_fields"):
-        return type(data)(*(_pin(v) for v in data))
-    if isinstance(data, tuple):
-        return tuple(_pin(v) for v in data)
-    if isinstance(data, collections.abc.Sequence):
-        return _rebuild_sequence(data, [_pin(v) for v in data])
-    return data
+    return map_nested(data, lambda d: hasattr(d, "pin_memory"), lambda d: d.pin_memory())
 
 
 class _BaseIter:
