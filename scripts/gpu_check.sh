@@ -105,8 +105,10 @@ multigpu() {
 
 ddp1() {
   # One GPU: the GPT trainer under the launcher (a process group of one, DDP over nccl) against the
-  # plain run: the same losses, bit for bit.
-  local py=(env PYTHONPATH=build/gpu/python python3) args=(gpt --preset gpt2 --batch-size 8 --max-steps 20 --log-every 5)
+  # plain run: the same losses, bit for bit. Without the King James Bible the project's docs are the text.
+  local py=(env PYTHONPATH=build/gpu/python python3) text=${RTX_KJV_TEXT:-/tmp/rtx-docs.txt}
+  local args=(gpt --preset gpt2 --batch-size 8 --max-steps 20 --log-every 5 --text "$text")
+  [[ -n ${RTX_KJV_TEXT:-} ]] || cat README.md docs/*.md > "$text"
   rm -rf /tmp/rtx-plain /tmp/rtx-ddp1 &&
   "${py[@]}" -m rustytorch.train "${args[@]}" --out /tmp/rtx-plain &&
   "${py[@]}" -m rustytorch.distributed.run --nproc-per-node 1 -m rustytorch.train "${args[@]}" --out /tmp/rtx-ddp1 &&

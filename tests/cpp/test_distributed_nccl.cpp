@@ -38,6 +38,14 @@ std::vector<std::string> run_ranks(int size, dist::Timeout timeout,
   return run_rank_threads(size, 20s, nccl_group, [&](int rank, const auto& pg) { fn(rank, *pg); });
 }
 
+// A one-rank group cannot stall, so its timeout only bounds communicator creation, which under
+// compute-sanitizer takes tens of seconds.
+constexpr dist::Timeout kOneRank = 120s;
+
+// Creates the communicator (lazily made by the first collective, which takes longer than any slow
+// producer) so that an ordering test's collective is enqueued while its producer still runs.
+void create_communicator(dist::ProcessGroup& pg) { pg.barrier()->wait(); }
+
 // A 4096 x 4096 float32 matrix of ones made by many products on the current stream: the slow producer
 // of the ordering tests (tens of milliseconds on a GPU; every product is exact).
 constexpr int64_t kSlow = 4096;
@@ -118,7 +126,7 @@ TEST(DistributedNccl, CombinedGroupRunsCpuTensorsOnGloo) {
 // NCCL calls.
 TEST(DistributedNccl, OneRankEveryCollectiveAndDtype) {
   SKIP_WITHOUT_GPUS(1);
-  const auto errors = run_ranks(1, 20s, [](int, dist::ProcessGroup& pg) {
+  const auto errors = run_ranks(1, kOneRank, [](int, dist::ProcessGroup& pg) {
     for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt8, kUInt8, kInt32, kInt64, kBool}) {
       const Tensor x = arange(0, 6, 1, TensorOptions(kFloat64)).remainder(4).reshape({2, 3}).to(t).cuda();
       const std::vector<double> want = values(x);
@@ -162,7 +170,7 @@ TEST(DistributedNccl, OneRankEveryCollectiveAndDtype) {
 
 TEST(DistributedNccl, OneRankNonContiguousTensorsAreStagedAndCopiedBack) {
   SKIP_WITHOUT_GPUS(1);
-  const auto errors = run_ranks(1, 20s, [](int, dist::ProcessGroup& pg) {
+  const auto errors = run_ranks(1, kOneRank, [](int, dist::ProcessGroup& pg) {
     const Tensor src = arange(0, 12, 1, on_gpu(kFloat32)).reshape({3, 4});
     Tensor base = src.clone();
     pg.all_reduce(base.t(), ReduceOp::Sum)->wait();  // in place through a transposed view
@@ -184,7 +192,8 @@ TEST(DistributedNccl, OneRankNonContiguousTensorsAreStagedAndCopiedBack) {
 // orders the caller's stream after the collective.
 TEST(DistributedNccl, OneRankCollectiveRunsAfterTheCallersStream) {
   SKIP_WITHOUT_GPUS(1);
-  const auto errors = run_ranks(1, 20s, [](int, dist::ProcessGroup& pg) {
+  const auto errors = run_ranks(1, kOneRank, [](int, dist::ProcessGroup& pg) {
+    create_communicator(pg);
     const cuda::Stream side = cuda::Stream::create(0);
     cuda::StreamGuard guard(side);
     Tensor out = zeros({kSlow * kSlow}, on_gpu(kFloat32));
@@ -202,7 +211,8 @@ TEST(DistributedNccl, OneRankCollectiveRunsAfterTheCallersStream) {
 // memory, and overwriting that does not change the result.
 TEST(DistributedNccl, OneRankInputMemoryOutlivesItsTensor) {
   SKIP_WITHOUT_GPUS(1);
-  const auto errors = run_ranks(1, 20s, [](int, dist::ProcessGroup& pg) {
+  const auto errors = run_ranks(1, kOneRank, [](int, dist::ProcessGroup& pg) {
+    create_communicator(pg);
     cuda::empty_cache();
     const int64_t n = kSlow / 4 * kSlow;  // a size no other tensor here has
     Tensor out = zeros({n}, on_gpu(kFloat32));
@@ -221,7 +231,7 @@ TEST(DistributedNccl, OneRankInputMemoryOutlivesItsTensor) {
 
 TEST(DistributedNccl, OneRankErrorsBeforeAnythingIsEnqueued) {
   SKIP_WITHOUT_GPUS(1);
-  const auto errors = run_ranks(1, 20s, [](int, dist::ProcessGroup& pg) {
+  const auto errors = run_ranks(1, kOneRank, [](int, dist::ProcessGroup& pg) {
     const Tensor x = ones({4}, on_gpu(kFloat32));
     EXPECT_TRUE(throws<DTypeError>([&] { pg.all_reduce(ones({2}, on_gpu(kInt32)), ReduceOp::Avg); },
                                    "[all_reduce] ReduceOp.AVG needs a floating-point tensor, got int32"));

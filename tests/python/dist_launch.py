@@ -2,7 +2,7 @@
 a script) over 127.0.0.1 on a free port, all bounded by one timeout, every process still running
 killed on the way out, and a rank that exits with a non-zero code failing the test with its output.
 rank_main is the ranks' side for files whose scenarios take (torch, dist, out); process_alive tells
-the tests that no process is left behind."""
+the tests that no process is left behind; needs_gloo skips a test on a build without gloo."""
 import json
 import os
 import signal
@@ -11,6 +11,13 @@ import subprocess
 import sys
 import time
 from datetime import timedelta
+
+import pytest
+
+import rustytorch.distributed as _dist
+
+needs_gloo = pytest.mark.skipif(not _dist.is_gloo_available(),
+                                reason="this build has no gloo backend (install libgloo-dev and rebuild)")
 
 RENDEZVOUS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 

@@ -10,14 +10,10 @@ import importlib.util
 
 import numpy as np
 import pytest
-from dist_launch import rank_main, run_scenario
-
-import rustytorch.distributed as rdist
+from dist_launch import needs_gloo, rank_main, run_scenario
 
 RUN_TIMEOUT = 90
 WORLD = 2
-needs_gloo = pytest.mark.skipif(not rdist.is_gloo_available(),
-                                reason="this build has no gloo backend (install libgloo-dev and rebuild)")
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
-from dist_launch import clean_env, free_port, load_results, run_ranks, torchrun_env
+from dist_launch import clean_env, free_port, load_results, needs_gloo, run_ranks, torchrun_env
 
 import rustytorch as rt
 import rustytorch.distributed as dist
@@ -25,8 +25,6 @@ OPS = ["SUM", "PRODUCT", "MIN", "MAX", "AVG"]
 NP = {"float32": np.float64, "float64": np.float64, "float16": np.float64, "bfloat16": np.float64,
       "int8": np.int8, "uint8": np.uint8, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
 RUN_TIMEOUT = 90
-needs_gloo = pytest.mark.skipif(not dist.is_gloo_available(),
-                                reason="this build has no gloo backend (install libgloo-dev and rebuild)")
 
 
 # ----------------------------------------------------------------------------------------------------

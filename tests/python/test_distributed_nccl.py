@@ -16,7 +16,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from dist_launch import free_port, load_results, run_ranks, torchrun_env
+from dist_launch import free_port, load_results, needs_gloo, run_ranks, torchrun_env
 from test_distributed import check_results, collectives, expected_collectives
 
 import rustytorch as rt
@@ -27,8 +27,6 @@ N_GPUS = rt.cuda.device_count()
 NO_GPU = "no CUDA device: " + rt._C._cuda.unavailable_reason()
 needs_nccl = pytest.mark.skipif(not dist.is_nccl_available(),
                                 reason="this build has no nccl backend (build with CUDA and NCCL)")
-needs_gloo = pytest.mark.skipif(not dist.is_gloo_available(),
-                                reason="this build has no gloo backend (install libgloo-dev and rebuild)")
 needs_gpu = pytest.mark.skipif(not dist.is_nccl_available() or N_GPUS < 1,
                                reason=NO_GPU if N_GPUS < 1 else "this build has no nccl backend")
 needs_two_gpus = pytest.mark.skipif(not dist.is_nccl_available() or N_GPUS < 2,

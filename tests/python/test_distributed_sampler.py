@@ -11,10 +11,8 @@ import rustytorch as rt
 import rustytorch.distributed as dist
 from rustytorch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from dist_launch import rank_main, run_scenario
+from dist_launch import needs_gloo, rank_main, run_scenario
 
-needs_gloo = pytest.mark.skipif(not dist.is_gloo_available(),
-                                reason="this build has no gloo backend (install libgloo-dev and rebuild)")
 
 
 def _ranks(n, world, **kwargs):

@@ -12,10 +12,12 @@ import time
 
 import numpy as np
 import pytest
-from dist_launch import process_alive
+from dist_launch import needs_gloo, process_alive
 
 from rustytorch import io
 from rustytorch.train import checkpoint, vision
+
+pytestmark = needs_gloo
 
 needs_fashion_mnist = pytest.mark.skipif(
     not os.path.exists(os.path.join(vision.DATA_DIR, "t10k-labels-idx1-ubyte.gz")),

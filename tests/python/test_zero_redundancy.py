@@ -20,10 +20,8 @@ import rustytorch.distributed as dist
 from rustytorch.distributed.optim import ZeroRedundancyOptimizer
 from rustytorch.distributed.optim.zero_redundancy_optimizer import _partition_parameters
 
-from dist_launch import rank_main, run_scenario
+from dist_launch import needs_gloo, rank_main, run_scenario
 
-needs_gloo = pytest.mark.skipif(not dist.is_gloo_available(),
-                                reason="this build has no gloo backend (install libgloo-dev and rebuild)")
 
 
 # ----------------------------------------------------------------------------------------------------
