@@ -8,8 +8,9 @@
 #   RTX_GPU_STAGES="build test sanitize parity bench pip train"   the stages to run (default: all but
 #   bench, the host time of a bare launch, the side-by-side timings of bench/torch/compare.cpp and the
 #   Python per-op overhead; pip, which installs the package offline with pip into a scratch prefix;
-#   train, which runs the bundled trainers on the GPU and their training throughput beside
-#   PyTorch's, on the GPU and on two CPU cores; ddp1, the GPT trainer under rtx-run on one GPU
+#   graphs, CUDA graphs beside PyTorch's (bench/python/cuda_graphs.py: tiny ops, MLP, LeNet and
+#   GPT-2 steps eager and captured); train, which runs the bundled trainers on the GPU and their
+#   training throughput beside PyTorch's, on the GPU and on two CPU cores; ddp1, the GPT trainer under rtx-run on one GPU
 #   (DistributedDataParallel over nccl) against the plain run; and multigpu, for two or more GPUs: the
 #   distributed tests at that world size, all_reduce bandwidth and DDP GPT-2 on 1 and N GPUs (plain
 #   and ZeRO) beside PyTorch, and the GPT trainer under rtx-run)
@@ -46,7 +47,7 @@ sanitize() {
   # probes its kernels with calls that fail by design (cudaFuncGetAttributes on images for other
   # GPUs), so the nccl tests run with API errors unreported (our own calls raise on any error).
   compute-sanitizer --tool memcheck --error-exitcode 1 build/gpu/tests/cpp/rtx_tests \
-    --gtest_filter='*/cuda:CudaRuntime.*-CudaRuntime.OutOfMemoryNamesTheRequest' --gtest_brief=1 &&
+    --gtest_filter='*/cuda:CudaRuntime.*:CudaGraph.*-CudaRuntime.OutOfMemoryNamesTheRequest' --gtest_brief=1 &&
   NCCL_NVLS_ENABLE=0 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 1 \
     build/gpu/tests/cpp/rtx_tests --gtest_filter='DistributedNccl.*' --gtest_brief=1
 }
@@ -129,6 +130,7 @@ if python3 -c 'import torch' 2>/dev/null; then
     && PYTHONPATH=build/gpu/python python3 bench/python/overhead.py cpu'
 fi
 stage sanitize sanitizer.log sanitize
+stage graphs graphs.log env PYTHONPATH=build/gpu/python python3 bench/python/cuda_graphs.py --gpt --json "$LOGS/cuda_graphs.json"
 stage pip pip.log pip_install
 stage train train.log train
 stage ddp1 ddp1.log ddp1
@@ -145,6 +147,7 @@ for line in "${SUMMARY[@]}"; do echo "  $line"; done
 [[ -f "$LOGS/parity.log" ]] && tail -1 "$LOGS/parity.log"
 [[ -f "$LOGS/bench.log" ]] && cat "$LOGS/bench.log"
 [[ -f "$LOGS/train.log" ]] && grep -E "accuracy|validation loss|^best|^GPT|^(mlp|cnn|gpt) " "$LOGS/train.log"
+[[ -f "$LOGS/graphs.log" ]] && cat "$LOGS/graphs.log"
 [[ -f "$LOGS/ddp1.log" ]] && grep -E "^ddp1" "$LOGS/ddp1.log"
 [[ -f "$LOGS/multigpu.log" ]] && grep -E "^\[rank 0\]|^(scaling|zero|allreduce)" "$LOGS/multigpu.log"
 exit $FAILED

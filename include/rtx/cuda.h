@@ -1,11 +1,13 @@
-// The CUDA runtime as rtx exposes it: devices, streams, events and the caching allocator's memory
-// statistics. The library loads and runs on machines without a GPU or driver; there is_available()
+// The CUDA runtime as rtx exposes it: devices, streams, events, the caching allocator's memory
+// statistics and CUDA graphs. The library loads and runs on machines without a GPU or driver; there is_available()
 // is false and every CUDA request raises DeviceError naming the reason.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "rtx/export.h"
 
@@ -172,5 +174,80 @@ RTX_API void empty_cache();
 // Marks `tensor`'s memory as used by `stream`: when the tensor is freed, its block is reused only
 // after the work queued on `stream` so far has completed.
 RTX_API void record_stream(const Tensor& tensor, const Stream& stream);
+
+// ---- CUDA graphs (docs/cuda_graphs.md) ---------------------------------------------------------
+
+// The id of a memory pool of the caching allocator (PyTorch's MempoolId_t): {0, 0} names the general
+// pools. Graphs that capture into one id share its memory.
+using MempoolId = std::pair<uint64_t, uint64_t>;
+// A private pool id never returned before in this process (PyTorch's graph_pool_handle): {0, n}.
+RTX_API MempoolId graph_pool_handle();
+
+// Which CUDA calls a capture refuses (PyTorch's capture_error_mode): kGlobal, calls that could break
+// it from any thread; kThreadLocal, from the capturing thread; kRelaxed, only those that conflict with
+// the capture itself (CUDA's cudaStreamCaptureMode).
+enum class CaptureErrorMode { kGlobal, kThreadLocal, kRelaxed };
+
+// Whether the calling thread's current stream on `device` (-1: current) is capturing a graph.
+RTX_API bool is_current_stream_capturing(int device = -1);
+
+// A CUDA graph (torch.cuda.CUDAGraph): the work queued on the current stream between capture_begin
+// and capture_end, replayed by replay() with the same memory. Capture runs on a side stream (never the
+// default stream) after a warm-up on it; the memory allocated during capture comes from the graph's
+// private pool and stays reserved for it until reset(). Random ops draw from the default generator:
+// each replay draws fresh counters from it, the numbers an uncaptured run would draw. Operations that
+// would wait for the device or touch host memory during capture raise GraphCaptureError.
+class RTX_API CUDAGraph {
+ public:
+  CUDAGraph();
+  ~CUDAGraph();  // reset(); a capture under way is abandoned
+  CUDAGraph(const CUDAGraph&) = delete;
+  CUDAGraph& operator=(const CUDAGraph&) = delete;
+
+  // Starts capturing the current stream of the current device. `pool` {0, 0} gives the graph a pool
+  // of its own; another graph's pool() or a graph_pool_handle() shares that one.
+  void capture_begin(MempoolId pool = {0, 0}, CaptureErrorMode mode = CaptureErrorMode::kGlobal);
+  // Ends the capture (on the stream it began on) and instantiates the graph.
+  void capture_end();
+  // Abandons a capture under way (after an error inside it): the graph stays empty, its pool is released.
+  void abort_capture();
+  // Launches the graph on the current stream of its device.
+  void replay();
+  // Frees the graph and gives its pool back; the graph can capture again.
+  void reset();
+  // The id of the graph's private pool (after capture_begin).
+  MempoolId pool() const;
+  // Whether a graph has been captured and not reset.
+  bool captured() const;
+  // Kernel nodes of the captured graph (0 before capture_end).
+  int64_t kernel_count() const;
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+// torch.cuda.graph as a scope: synchronizes the device, makes `stream` current (by default a side
+// stream kept for captures), begins capturing into `graph`, and ends the capture when it goes out of
+// scope; finish() ends it explicitly (and reports a broken capture), an exception abandons it.
+class RTX_API GraphCapture {
+ public:
+  explicit GraphCapture(CUDAGraph& graph, MempoolId pool = {0, 0}, const Stream* stream = nullptr,
+                        CaptureErrorMode mode = CaptureErrorMode::kGlobal);
+  ~GraphCapture();
+  GraphCapture(const GraphCapture&) = delete;
+  GraphCapture& operator=(const GraphCapture&) = delete;
+  // Ends the capture; called by the destructor unless an exception is unwinding.
+  void finish();
+  // Abandons the capture (what the destructor does while an exception unwinds).
+  void abort();
+
+ private:
+  CUDAGraph& graph_;
+  std::unique_ptr<StreamGuard> stream_;
+  bool open_ = true;
+  int uncaught_ = 0;
+};
 
 }  // namespace rtx::cuda

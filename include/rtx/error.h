@@ -50,6 +50,12 @@ class RTX_API CheckpointError : public Error {
  public:
   using Error::Error;
 };
+// An operation that a CUDA graph capture cannot record: one that waits for the device or touches host
+// memory (.item(), .cpu(), a synchronize), or a graph used out of order (Python: GraphCaptureError).
+class RTX_API GraphCaptureError : public Error {
+ public:
+  using Error::Error;
+};
 
 // A distributed operation that failed: a peer that died or never came, a timeout, a group used wrongly
 // (Python: rustytorch.distributed.DistError). The message names the rank, the key or collective and

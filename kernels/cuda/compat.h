@@ -49,6 +49,35 @@
 #define cudaEventSynchronize hipEventSynchronize
 #define cudaEventElapsedTime hipEventElapsedTime
 #define cudaEventDestroy hipEventDestroy
+#define cudaErrorStreamCaptureUnsupported hipErrorStreamCaptureUnsupported
+#define cudaErrorStreamCaptureInvalidated hipErrorStreamCaptureInvalidated
+#define cudaErrorStreamCaptureImplicit hipErrorStreamCaptureImplicit
+#define cudaErrorStreamCaptureWrongThread hipErrorStreamCaptureWrongThread
+#define cudaErrorCapturedEvent hipErrorCapturedEvent
+#define cudaStreamCaptureMode hipStreamCaptureMode
+#define cudaStreamCaptureModeGlobal hipStreamCaptureModeGlobal
+#define cudaStreamCaptureModeThreadLocal hipStreamCaptureModeThreadLocal
+#define cudaStreamCaptureModeRelaxed hipStreamCaptureModeRelaxed
+#define cudaStreamCaptureStatus hipStreamCaptureStatus
+#define cudaStreamCaptureStatusNone hipStreamCaptureStatusNone
+#define cudaStreamCaptureStatusActive hipStreamCaptureStatusActive
+#define cudaThreadExchangeStreamCaptureMode hipThreadExchangeStreamCaptureMode
+#define cudaStreamBeginCapture hipStreamBeginCapture
+#define cudaStreamEndCapture hipStreamEndCapture
+#define cudaStreamIsCapturing hipStreamIsCapturing
+#define cudaStreamGetCaptureInfo hipStreamGetCaptureInfo
+#define cudaGraph_t hipGraph_t
+#define cudaGraphExec_t hipGraphExec_t
+#define cudaGraphNode_t hipGraphNode_t
+#define cudaGraphNodeType hipGraphNodeType
+#define cudaGraphNodeTypeKernel hipGraphNodeTypeKernel
+#define cudaGraphGetNodes hipGraphGetNodes
+#define cudaGraphNodeGetType hipGraphNodeGetType
+#define cudaGraphInstantiate hipGraphInstantiateWithFlags
+#define cudaGraphUpload hipGraphUpload
+#define cudaGraphLaunch hipGraphLaunch
+#define cudaGraphExecDestroy hipGraphExecDestroy
+#define cudaGraphDestroy hipGraphDestroy
 
 constexpr int kWarpSize = 64;
 

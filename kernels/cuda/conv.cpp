@@ -9,6 +9,7 @@
 // DeviceError.
 #include "rtx/config.h"
 
+#include "backend/cuda/capture.h"
 #include "core/check.h"
 #include "dispatch/conv.h"
 
@@ -401,5 +402,15 @@ bool conv2d_backward_weight_cuda(const Tensor&, const Tensor&, const Tensor&, co
 }  // namespace
 
 RTX_REGISTER_KERNELS(conv_cuda) { RTX_CONV_KERNELS(RTX_SET_CUDA_KERNEL) }
+
+void detail::prepare_cudnn_for_capture(int device, cudaStream_t stream) {
+#if RTX_WITH_CUDNN
+  DeviceGuard guard(device);
+  HandleLease lease(device, stream);  // made if the pool had none, and left in it
+#else
+  (void)device;
+  (void)stream;
+#endif
+}
 
 }  // namespace rtx::cuda

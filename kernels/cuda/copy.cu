@@ -3,6 +3,7 @@
 // unless it is non-blocking with a pinned host end; moves between GPUs are peer copies ordered with
 // both devices' streams.
 #include "kernels/cuda/copy.h"
+#include "backend/cuda/capture.h"
 #include "backend/cuda/device_faults.h"
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
@@ -31,6 +32,14 @@ void transfer_cuda(const Tensor& dst, const Tensor& src, bool non_blocking) {
   if (dst.is_cpu() || src.is_cpu()) {
     const Device gpu = dst.is_cuda() ? dst.device() : src.device();
     detail::KernelScope scope(gpu);
+    if (detail::any_capture_active()) {
+      const std::string what = fmt::format("copying a {} {} tensor from {} to {} touches host memory{}", dst.sizes(),
+                                           dst.dtype(), src.device(), dst.device(),
+                                           dst.is_cpu() ? " and waits for the device (as .item(), .cpu(), .tolist() "
+                                                          "and printing do)"
+                                                        : "");
+      detail::check_no_capture("to", gpu.index, scope.stream(), what.c_str());
+    }
     const Tensor& host = dst.is_cpu() ? dst : src;
     RTX_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), bytes,
                                    dst.is_cuda() ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, scope.stream()));

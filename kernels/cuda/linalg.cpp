@@ -17,6 +17,7 @@
 #include <optional>
 #include <utility>
 
+#include "backend/cuda/capture.h"
 #include "backend/cuda/plan_cache.h"
 #include "backend/cuda/runtime.h"
 #include "core/check.h"
@@ -345,5 +346,11 @@ bool matmul_cuda(const Tensor& out, const Tensor& a, const Tensor& b, const kern
 }  // namespace
 
 RTX_REGISTER_KERNELS(linalg_cuda) { RTX_LINALG_KERNELS(RTX_SET_CUDA_KERNEL) }
+
+void detail::prepare_blas_for_capture(int device, cudaStream_t stream) {
+  DeviceGuard guard(device);
+  (void)lt_handle(device);
+  (void)workspace(device, stream);
+}
 
 }  // namespace rtx::cuda

@@ -1,9 +1,11 @@
-// rustytorch._C.cuda: devices, streams, events, synchronization and the caching allocator's
-// statistics. Every function works without a GPU: is_available() is then False and the others raise
+// rustytorch._C.cuda: devices, streams, events, synchronization, the caching allocator's statistics
+// and CUDA graphs. Every function works without a GPU: is_available() is then False and the others raise
 // DeviceError saying why.
 #include "bindings.h"
 
 namespace rtx::python {
+
+void bind_cuda_graphs(py::module_& m);
 
 void bind_cuda(py::module_& parent) {
   py::module_ m = parent.def_submodule("_cuda", "The CUDA runtime");
@@ -63,6 +65,14 @@ void bind_cuda(py::module_& parent) {
       .def("query", &rtx::cuda::Stream::query)
       .def("synchronize", &rtx::cuda::Stream::synchronize)
       .def("wait_event", &rtx::cuda::Stream::wait, py::arg("event"))
+      .def(
+          "wait_stream",
+          [](const rtx::cuda::Stream& self, const rtx::cuda::Stream& other) {
+            rtx::cuda::Event event;  // the stream keeps waiting after the event is destroyed
+            event.record(other);
+            self.wait(event);
+          },
+          py::arg("stream"))
       .def("__eq__", [](const rtx::cuda::Stream& a, const rtx::cuda::Stream& b) { return a == b; })
       .def("__hash__", [](const rtx::cuda::Stream& s) { return reinterpret_cast<uintptr_t>(s.handle()); });
   m.def("current_stream", &rtx::cuda::current_stream, py::arg("device") = -1);
@@ -81,6 +91,52 @@ void bind_cuda(py::module_& parent) {
       .def("query", &rtx::cuda::Event::query)
       .def("synchronize", &rtx::cuda::Event::synchronize)
       .def("elapsed_time", &rtx::cuda::Event::elapsed_time, py::arg("end_event"));
+
+  bind_cuda_graphs(m);
+}
+
+namespace {
+
+rtx::cuda::CaptureErrorMode capture_error_mode(const std::string& name) {
+  if (name == "global") return rtx::cuda::CaptureErrorMode::kGlobal;
+  if (name == "thread_local") return rtx::cuda::CaptureErrorMode::kThreadLocal;
+  if (name == "relaxed") return rtx::cuda::CaptureErrorMode::kRelaxed;
+  throw rtx::ValueError("[graph] capture_error_mode must be 'global', 'thread_local' or 'relaxed', got '" + name + "'");
+}
+
+rtx::cuda::MempoolId pool_id(const std::optional<rtx::cuda::MempoolId>& pool) {
+  return pool.value_or(rtx::cuda::MempoolId{0, 0});
+}
+
+}  // namespace
+
+void bind_cuda_graphs(py::module_& m) {
+  m.def("graph_pool_handle", &rtx::cuda::graph_pool_handle);
+  m.def("is_current_stream_capturing", &rtx::cuda::is_current_stream_capturing, py::arg("device") = -1);
+  py::class_<rtx::cuda::CUDAGraph>(m, "CUDAGraph")
+      .def(py::init<>())
+      .def(
+          "capture_begin",
+          [](rtx::cuda::CUDAGraph& g, const std::optional<rtx::cuda::MempoolId>& pool, const std::string& mode) {
+            g.capture_begin(pool_id(pool), capture_error_mode(mode));
+          },
+          py::arg("pool") = py::none(), py::arg("capture_error_mode") = "global")
+      .def("capture_end", &rtx::cuda::CUDAGraph::capture_end)
+      .def("abort_capture", &rtx::cuda::CUDAGraph::abort_capture)
+      .def("replay", &rtx::cuda::CUDAGraph::replay, py::call_guard<py::gil_scoped_release>())
+      .def("reset", &rtx::cuda::CUDAGraph::reset)
+      .def("pool", &rtx::cuda::CUDAGraph::pool)
+      .def_property_readonly("captured", &rtx::cuda::CUDAGraph::captured)
+      .def_property_readonly("kernel_count", &rtx::cuda::CUDAGraph::kernel_count);
+  py::class_<rtx::cuda::GraphCapture>(m, "_GraphCapture")
+      .def(py::init([](rtx::cuda::CUDAGraph& g, const std::optional<rtx::cuda::MempoolId>& pool,
+                       const std::optional<rtx::cuda::Stream>& stream, const std::string& mode) {
+             return std::make_unique<rtx::cuda::GraphCapture>(g, pool_id(pool), stream ? &*stream : nullptr,
+                                                              capture_error_mode(mode));
+           }),
+           py::arg("graph"), py::arg("pool"), py::arg("stream"), py::arg("capture_error_mode"), py::keep_alive<1, 2>())
+      .def("finish", &rtx::cuda::GraphCapture::finish)
+      .def("abort", &rtx::cuda::GraphCapture::abort);
 }
 
 }  // namespace rtx::python

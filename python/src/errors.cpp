@@ -17,6 +17,7 @@ PyObject* g_index = nullptr;
 PyObject* g_value = nullptr;
 PyObject* g_oom = nullptr;
 PyObject* g_checkpoint = nullptr;
+PyObject* g_graph_capture = nullptr;
 PyObject* g_dist = nullptr;
 PyObject* g_dist_backend = nullptr;
 PyObject* g_dist_store = nullptr;
@@ -46,6 +47,8 @@ void bind_errors(py::module_& m) {
                       "An argument value that is not allowed.");
   g_oom = new_error(m, "OutOfMemoryError", py::make_tuple(base), "A device allocation that failed.");
   g_checkpoint = new_error(m, "CheckpointError", py::make_tuple(base), "A file that cannot be read or written.");
+  g_graph_capture = new_error(m, "GraphCaptureError", py::make_tuple(base),
+                              "An operation a CUDA graph capture cannot record, or a graph used out of order.");
   g_dist = new_error(m, "DistError", py::make_tuple(base), "A distributed operation that failed.");
   g_dist_backend = new_error(m, "DistBackendError", py::make_tuple(py::handle(g_dist)),
                              "A collective or point-to-point operation that failed.");
@@ -68,6 +71,8 @@ void bind_errors(py::module_& m) {
       PyErr_SetString(g_oom, e.what());
     } catch (const rtx::CheckpointError& e) {
       PyErr_SetString(g_checkpoint, e.what());
+    } catch (const rtx::GraphCaptureError& e) {
+      PyErr_SetString(g_graph_capture, e.what());
     } catch (const rtx::DistBackendError& e) {
       PyErr_SetString(g_dist_backend, e.what());
     } catch (const rtx::DistStoreError& e) {

@@ -1,5 +1,5 @@
-// Random generators (seed + counter offset behind a mutex), the public Generator handle, and the
-// per-thread current generator that GeneratorGuard sets.
+// Random generators (seed + counter offset behind a mutex, and the CUDA graph capturing one), the
+// public Generator handle, and the per-thread current generator that GeneratorGuard sets.
 #include "core/generator.h"
 
 #include <random>
@@ -42,10 +42,26 @@ void Generator::set_state(const GeneratorState& state) {
   offset_ = state.offset;
 }
 
-GeneratorState Generator::reserve(uint64_t n_counters) {
+RandomCounters Generator::reserve(uint64_t n_counters) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const GeneratorState taken{seed_, offset_};
+  const RandomCounters taken{seed_, offset_, capture_cell_};
   offset_ += n_counters;
+  return taken;
+}
+
+std::optional<uint64_t> Generator::begin_capture(const uint64_t* cell) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (capture_cell_ != nullptr) return std::nullopt;
+  capture_cell_ = cell;
+  capture_start_ = offset_;
+  return offset_;
+}
+
+uint64_t Generator::end_capture() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capture_cell_ = nullptr;
+  const uint64_t taken = offset_ - capture_start_;
+  offset_ = capture_start_;
   return taken;
 }
 

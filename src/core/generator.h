@@ -6,10 +6,20 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 
 #include "rtx/ops.h"
 
 namespace rtx::detail {
+
+// What a random kernel draws with: the seed and the first of its counters. While a CUDA graph captures
+// the generator, replay_cell is that graph's device cell {seed, counter shift}, which each replay
+// writes: kernels captured on the graph's stream draw with (cell[0], offset + cell[1]) instead.
+struct RandomCounters {
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  const uint64_t* replay_cell = nullptr;
+};
 
 // PyTorch's default seed.
 constexpr uint64_t kDefaultSeed = 67280421310721ull;
@@ -24,12 +34,21 @@ class Generator {
   void set_state(const GeneratorState& state);
   // Takes n_counters fresh counters: returns the seed and the first counter's offset, and advances
   // the offset past them (atomically with respect to the other calls).
-  GeneratorState reserve(uint64_t n_counters);
+  RandomCounters reserve(uint64_t n_counters);
+
+  // A CUDA graph's capture of this generator: from begin_capture on, reserve() hands out `cell`;
+  // begin_capture returns the offset it starts at (nothing when another capture holds the generator),
+  // end_capture the counters taken since (what each replay takes) and puts the offset back: as in
+  // PyTorch, a capture itself draws nothing.
+  std::optional<uint64_t> begin_capture(const uint64_t* cell);
+  uint64_t end_capture();
 
  private:
   mutable std::mutex mutex_;
   uint64_t seed_;
   uint64_t offset_ = 0;
+  const uint64_t* capture_cell_ = nullptr;
+  uint64_t capture_start_ = 0;
 };
 
 // The process-wide default generator.

@@ -25,7 +25,7 @@ void launch(const detail::KernelTable<Fn>& table, const Tensor& out, int64_t n_v
             const Args&... args) {
   if (n_values == 0) return;
   Fn* kernel = table.get(out.device());
-  const GeneratorState rng = detail::current_generator().reserve(philox::counters_for(n_values, per_counter));
+  const detail::RandomCounters rng = detail::current_generator().reserve(philox::counters_for(n_values, per_counter));
   kernel(out, rng, args...);
 }
 

@@ -1,5 +1,5 @@
-"""rustytorch.cuda: devices, synchronization, streams, events and the caching allocator's
-statistics. Importable everywhere; without a GPU is_available() is False and the rest raise
+"""rustytorch.cuda: devices, synchronization, streams, events, the caching allocator's
+statistics and CUDA graphs. Importable everywhere; without a GPU is_available() is False and the rest raise
 DeviceError saying why."""
 from .._C import _cuda
 
@@ -101,3 +101,5 @@ def is_bf16_supported(including_emulation=True):
 
 
 from . import amp  # noqa: E402,F401  (rustytorch.cuda.amp: autocast and GradScaler for 'cuda')
+from .graphs import (  # noqa: E402,F401  (re-exported)
+    CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables)

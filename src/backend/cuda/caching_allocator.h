@@ -71,12 +71,6 @@ RTX_API AllocatorConfig parse_alloc_conf(const std::string& text);
 // A byte count for people: "512 B", "1.50 KiB", "20.00 MiB", "1.50 GiB".
 RTX_API std::string format_bytes(size_t bytes);
 
-// The id of a private memory pool (PyTorch's MempoolId_t); {0, 0} names none: the general pools.
-using MempoolId = std::pair<uint64_t, uint64_t>;
-
-// A private pool id never returned before in this process (PyTorch's graph_pool_handle): {0, n}.
-RTX_API MempoolId graph_pool_handle();
-
 // Says whether an allocation on a stream goes to the private pool being allocated to (for a capture:
 // whether the stream is capturing into that graph).
 using StreamFilter = std::function<bool(StreamHandle)>;

@@ -1,7 +1,8 @@
 // Device memory of the CUDA backend: one caching allocator per device (the policy is in
 // caching_allocator.cpp) over the runtime's cudaMalloc and events, installed as rtx's CUDA allocator,
-// the public memory statistics, and the private pool calls of CUDA graph capture. Allocators are made on first use and deliberately never
-// destroyed: at process exit the driver may already be gone. RTX_CUDA_ALLOC_TRACE turns on their traces.
+// the public memory statistics, and the private pool calls of CUDA graph capture. Allocators are made
+// on first use and deliberately never destroyed: at process exit the driver may already be gone.
+// RTX_CUDA_ALLOC_TRACE turns on their traces.
 #include <unistd.h>
 
 #include <array>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "backend/cuda/caching_allocator.h"
+#include "backend/cuda/capture.h"
 #include "backend/cuda/device_faults.h"
 #include "backend/cuda/runtime.h"
 #include "core/allocator.h"
@@ -28,6 +30,8 @@ class RuntimeMemory final : public DeviceMemory {
 
   void* raw_alloc(size_t bytes) override {
     DeviceGuard guard(device_);
+    // During a capture the new segment goes to the graph's private pool: the allocation is meant.
+    detail::RelaxedCaptureScope relaxed;
     void* p = nullptr;
     const cudaError_t err = cudaMalloc(&p, bytes);
     if (err == cudaErrorMemoryAllocation) {
@@ -43,6 +47,7 @@ class RuntimeMemory final : public DeviceMemory {
   }
   MemInfo mem_get_info() override {
     DeviceGuard guard(device_);
+    detail::RelaxedCaptureScope relaxed;
     MemInfo info;
     RTX_CUDA_CHECK(cudaMemGetInfo(&info.free, &info.total));
     return info;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backend/cuda/capture.h"
 #include "backend/cuda/device_faults.h"
 #include "core/check.h"
 
@@ -51,7 +52,16 @@ void throw_cuda_error(cudaError_t err, const char* call, const char* file, int l
   const std::string msg =
       fmt::format("[cuda] {} failed: {} ({}) at {}:{}", call, cudaGetErrorString(err), cudaGetErrorName(err), file, line);
   if (err == cudaErrorMemoryAllocation) throw OutOfMemoryError(msg);
-  throw Error(msg);
+  switch (err) {  // calls that a CUDA graph capture refused
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorStreamCaptureWrongThread:
+    case cudaErrorCapturedEvent:
+      throw GraphCaptureError(msg + " (an operation a CUDA graph capture under way cannot record)");
+    default:
+      throw Error(msg);
+  }
 }
 
 void check_device(int device, const char* op) {
@@ -110,6 +120,8 @@ DeviceProperties get_device_properties(int device) {
 
 void synchronize(int device) {
   device = detail::resolve_device(device, "synchronize");
+  detail::check_no_capture("synchronize", device, detail::current_stream_handle(device),
+                           "synchronizing the device waits for it");
   DeviceGuard guard(device);
   RTX_CUDA_CHECK(cudaDeviceSynchronize());
   detail::report_device_fault(device);

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cuda/capture.h"
 #include "backend/cuda/device_faults.h"
 #include "backend/cuda/runtime.h"
 #include "core/check.h"
@@ -65,6 +66,7 @@ Stream Stream::create(int device, bool high_priority) {
 }
 
 bool Stream::query() const {
+  detail::check_no_capture("Stream.query", device_, static_cast<cudaStream_t>(handle_), "querying a stream");
   const cudaError_t err = cudaStreamQuery(static_cast<cudaStream_t>(handle_));
   if (err == cudaErrorNotReady) {
     (void)cudaGetLastError();
@@ -75,6 +77,8 @@ bool Stream::query() const {
 }
 
 void Stream::synchronize() const {
+  detail::check_no_capture("Stream.synchronize", device_, static_cast<cudaStream_t>(handle_),
+                           "synchronizing a stream waits for the device");
   DeviceGuard guard(device_);
   RTX_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
   detail::report_device_fault(device_);
@@ -138,6 +142,7 @@ void Event::record(const Stream& stream) {
 
 bool Event::query() const {
   if (handle_ == nullptr) return true;
+  detail::check_no_capture("Event.query", device_, nullptr, "querying an event");
   const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(handle_));
   if (err == cudaErrorNotReady) {
     (void)cudaGetLastError();
@@ -149,6 +154,7 @@ bool Event::query() const {
 
 void Event::synchronize() const {
   if (handle_ == nullptr) return;
+  detail::check_no_capture("Event.synchronize", device_, nullptr, "synchronizing an event waits for the device");
   RTX_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
   detail::report_device_fault(device_);
 }

@@ -51,4 +51,23 @@ void reset_peak_memory_stats(int) { unavailable("reset_peak_memory_stats"); }
 void empty_cache() {}
 void record_stream(const Tensor&, const Stream&) { unavailable("record_stream"); }
 
+bool is_current_stream_capturing(int) { unavailable("is_current_stream_capturing"); }
+struct CUDAGraph::State {};
+CUDAGraph::CUDAGraph() : state_(std::make_unique<State>()) {}
+CUDAGraph::~CUDAGraph() = default;
+void CUDAGraph::capture_begin(MempoolId, CaptureErrorMode) { unavailable("CUDAGraph.capture_begin"); }
+void CUDAGraph::capture_end() { unavailable("CUDAGraph.capture_end"); }
+void CUDAGraph::abort_capture() {}
+void CUDAGraph::replay() { unavailable("CUDAGraph.replay"); }
+void CUDAGraph::reset() {}
+MempoolId CUDAGraph::pool() const { unavailable("CUDAGraph.pool"); }
+bool CUDAGraph::captured() const { return false; }
+int64_t CUDAGraph::kernel_count() const { return 0; }
+GraphCapture::GraphCapture(CUDAGraph& graph, MempoolId, const Stream*, CaptureErrorMode) : graph_(graph) {
+  unavailable("graph");
+}
+GraphCapture::~GraphCapture() = default;
+void GraphCapture::finish() {}
+void GraphCapture::abort() {}
+
 }  // namespace rtx::cuda

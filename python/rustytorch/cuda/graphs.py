@@ -1,0 +1,195 @@
+"""CUDA graphs with PyTorch's API (docs/cuda_graphs.md): CUDAGraph is rtx::cuda::CUDAGraph, the
+graph context manager is rtx::cuda::GraphCapture (after Python's garbage collection, so that
+tensors only it would free go back before the capture), and make_graphed_callables captures each
+callable's forward and backward into two graphs sharing one pool, behind an autograd Function."""
+import gc
+
+from .. import _C
+from .._C import _cuda
+from ..autograd import Function, grad
+
+CUDAGraph = _cuda.CUDAGraph
+graph_pool_handle = _cuda.graph_pool_handle
+
+
+def is_current_stream_capturing():
+    """Whether the current stream of the current device is capturing a CUDA graph."""
+    return _cuda.is_current_stream_capturing()
+
+
+class graph:
+    """Captures the work of a with-block into cuda_graph, on a side stream (stream, or one kept for
+    captures) after synchronizing the device and emptying the cache. pool: another graph's pool() or
+    a graph_pool_handle() to share memory with; capture_error_mode: 'global', 'thread_local' or
+    'relaxed' (which CUDA calls the capture refuses, and from which threads). An exception inside the
+    block abandons the capture."""
+
+    def __init__(self, cuda_graph, pool=None, stream=None, capture_error_mode="global"):
+        self.cuda_graph = cuda_graph
+        self.pool = pool
+        self.capture_stream = stream
+        self.capture_error_mode = capture_error_mode
+        self._capture = None
+
+    def __enter__(self):
+        gc.collect()
+        self._capture = _cuda._GraphCapture(self.cuda_graph, self.pool, self.capture_stream, self.capture_error_mode)
+        return self.cuda_graph
+
+    def __exit__(self, exc_type, exc, tb):
+        capture, self._capture = self._capture, None
+        if exc_type is None:
+            capture.finish()
+        else:
+            capture.abort()
+        return False
+
+
+def _flatten(args, what):
+    flat = []
+    for a in args:
+        if isinstance(a, _C.Tensor):
+            flat.append(a)
+        elif isinstance(a, (tuple, list)):
+            flat.extend(_flatten(a, what))
+        else:
+            raise TypeError(f"make_graphed_callables: {what} must be tensors or (nested) tuples of tensors, "
+                            f"got {type(a).__name__}")
+    return flat
+
+
+def _unflatten(flat, like):
+    """flat's tensors in the nesting of like (a tensor, or nested tuples/lists of tensors)."""
+    it = iter(flat)
+
+    def build(x):
+        if isinstance(x, _C.Tensor):
+            return next(it)
+        return type(x)(build(y) for y in x)
+
+    return build(like)
+
+
+class _GraphedCallable:
+    """One callable's forward and backward graphs, their static inputs, outputs and gradients."""
+
+    def __init__(self, func, sample_args, num_warmup_iters, allow_unused_input, pool):
+        self.func = func
+        self.user_inputs = _flatten(sample_args, "sample_args")
+        params = tuple(func.parameters()) if hasattr(func, "parameters") else ()
+        self.inputs = tuple(self.user_inputs) + params  # the static input surface
+        self.sample_args = sample_args
+        needs_grad = [t for t in self.inputs if t.requires_grad]
+        side = _cuda.Stream()
+        prev = _cuda.current_stream()
+        side.wait_event(_recorded_event(prev))
+        _cuda.set_stream(side)
+        try:
+            for _ in range(num_warmup_iters):
+                outputs = [o for o in _flatten((func(*sample_args),), "outputs") if o.requires_grad]
+                if outputs and needs_grad:
+                    grad(outputs, needs_grad, [_C.ones_like(o) for o in outputs], allow_unused=allow_unused_input)
+                del outputs
+        finally:
+            _cuda.set_stream(prev)
+        prev.wait_event(_recorded_event(side))
+        self.fwd = CUDAGraph()
+        with graph(self.fwd, pool=pool):
+            out = func(*sample_args)
+        self.out_like = out
+        self.outputs = _flatten((out,), "outputs")
+        self.pool = self.fwd.pool()
+        self.grad_outputs = [_C.empty_like(o) if o.requires_grad else None for o in self.outputs]
+        self.bwd = CUDAGraph()
+        with graph(self.bwd, pool=self.pool):
+            diff_outputs = [o for o in self.outputs if o.requires_grad]
+            grads = grad(diff_outputs, needs_grad, [g for g in self.grad_outputs if g is not None],
+                         allow_unused=allow_unused_input) if diff_outputs and needs_grad else ()
+        grads = iter(grads)
+        self.grad_inputs = [next(grads) if t.requires_grad else None for t in self.inputs]
+        # The autograd Function replaying the two graphs.
+        static = self
+
+        class Graphed(Function):
+            @staticmethod
+            def forward(ctx, *inputs):
+                for s, x in zip(static.user_inputs, inputs):
+                    if s.data_ptr() != x.data_ptr():
+                        s.copy_(x)
+                static.fwd.replay()
+                return tuple(o.detach() for o in static.outputs)
+
+            @staticmethod
+            def backward(ctx, *grad_outputs):
+                for s, g in zip(static.grad_outputs, grad_outputs):
+                    if s is not None and g is not None and s.data_ptr() != g.data_ptr():
+                        s.copy_(g)
+                static.bwd.replay()
+                return tuple(g.detach() if g is not None else None for g in static.grad_inputs)
+
+        self.function = Graphed
+
+    def __call__(self, *args):
+        flat = _flatten(args, "arguments")
+        if len(flat) != len(self.user_inputs):
+            raise _C.ValueError(f"[make_graphed_callables] the graphed callable was captured with "
+                                f"{len(self.user_inputs)} tensor arguments, got {len(flat)}")
+        for s, x in zip(self.user_inputs, flat):
+            if s.shape != x.shape or s.dtype != x.dtype or s.device != x.device:
+                raise _C.ValueError(f"[make_graphed_callables] an argument of shape {list(x.shape)}, {x.dtype} on "
+                                    f"{x.device} does not match the sample argument it was captured with "
+                                    f"({list(s.shape)}, {s.dtype} on {s.device})")
+        outputs = self.function.apply(*(tuple(flat) + self.inputs[len(self.user_inputs):]))
+        if isinstance(outputs, _C.Tensor):
+            outputs = (outputs,)
+        return _unflatten(list(outputs), self.out_like)
+
+
+def _recorded_event(stream):
+    e = _cuda.Event()
+    e.record(stream)
+    return e
+
+
+def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unused_input=False, pool=None):
+    """Graphed versions of callables (a module or function, or a tuple of them, with sample_args a
+    tuple of tensors or a tuple of such tuples): each one's forward and backward are captured on
+    sample_args after num_warmup_iters warm-up iterations and replayed when called, with autograd
+    through them (gradients reach the modules' parameters). A graphed module's forward replays while
+    module.training is what it was at capture, and runs eagerly otherwise. Callables are captured in
+    order, sharing one memory pool (pool, or a new one)."""
+    single = not isinstance(callables, tuple)
+    if single:
+        callables, sample_args = (callables,), (sample_args,)
+    if len(callables) != len(sample_args):
+        raise _C.ValueError(f"[make_graphed_callables] {len(callables)} callables but {len(sample_args)} sample "
+                            "argument tuples")
+    graphed = []
+    for func, args in zip(callables, sample_args):
+        if hasattr(func, "_forward_hooks") and (func._forward_hooks or func._forward_pre_hooks):
+            raise _C.ValueError("[make_graphed_callables] modules with forward hooks cannot be graphed: the hooks "
+                                "would run only at capture")
+        g = _GraphedCallable(func, tuple(args), num_warmup_iters, allow_unused_input, pool)
+        pool = g.pool
+        graphed.append(g)
+    results = []
+    for func, g in zip(callables, graphed):
+        if hasattr(func, "forward") and hasattr(func, "training"):
+            results.append(_graph_module(func, g))
+        else:
+            results.append(g)
+    return results[0] if single else tuple(results)
+
+
+def _graph_module(module, graphed):
+    eager_forward = module.forward
+    training = module.training
+
+    def forward(*args, **kwargs):
+        if module.training == training and not kwargs:
+            return graphed(*args)
+        return eager_forward(*args, **kwargs)
+
+    module.forward = forward
+    module._graphed = graphed  # keeps the graphs and their memory with the module
+    return module
