@@ -76,7 +76,8 @@ def gpt2(lib):
     base = gpt.PRESETS["gpt2"]
     config = gpt.GPTConfig(base.layers, base.heads, base.embd, base.context, base.vocab)
     model = gpt.gpt_class(lib.nn, lib.nn.functional)(config).cuda()
-    opt = lib.optim.AdamW(gpt.parameter_groups(model, 0.1), lr=3e-4, betas=(0.9, 0.95), fused=True)
+    opt = lib.optim.AdamW(gpt.parameter_groups(model, 0.1), lr=3e-4, betas=(0.9, 0.95), fused=True,
+                            capturable=True)
     return model, opt, (8, config.context), config.vocab, 1.0, lib.bfloat16
 
 

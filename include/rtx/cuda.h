@@ -228,26 +228,25 @@ class RTX_API CUDAGraph {
   std::unique_ptr<State> state_;
 };
 
-// torch.cuda.graph as a scope: synchronizes the device, makes `stream` current (by default a side
-// stream kept for captures), begins capturing into `graph`, and ends the capture when it goes out of
-// scope; finish() ends it explicitly (and reports a broken capture), an exception abandons it.
+// torch.cuda.graph as a scope: synchronizes the device, empties the cache, makes `stream` current (by
+// default a side stream kept for captures) and begins capturing into `graph`; finish() ends the
+// capture (and reports a broken one). A scope left without finish(), by an exception, abandons it.
 class RTX_API GraphCapture {
  public:
   explicit GraphCapture(CUDAGraph& graph, MempoolId pool = {0, 0}, const Stream* stream = nullptr,
                         CaptureErrorMode mode = CaptureErrorMode::kGlobal);
-  ~GraphCapture();
+  ~GraphCapture();  // abort() unless finished
   GraphCapture(const GraphCapture&) = delete;
   GraphCapture& operator=(const GraphCapture&) = delete;
-  // Ends the capture; called by the destructor unless an exception is unwinding.
+  // Ends the capture and instantiates the graph.
   void finish();
-  // Abandons the capture (what the destructor does while an exception unwinds).
+  // Abandons the capture: the graph stays empty and its pool is released.
   void abort();
 
  private:
   CUDAGraph& graph_;
   std::unique_ptr<StreamGuard> stream_;
   bool open_ = true;
-  int uncaught_ = 0;
 };
 
 }  // namespace rtx::cuda

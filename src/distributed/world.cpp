@@ -73,14 +73,18 @@ bool is_loopback(const std::string& host) {
 }
 
 // The backend a name asks for, checked to be buildable here. Empty (PyTorch's None): gloo for CPU
-// tensors and nccl for CUDA tensors when the build has NCCL (named "undefined", as PyTorch names it),
-// else gloo.
+// tensors and nccl for CUDA tensors when the build has both (named "undefined", as PyTorch names it),
+// else the one it has (nccl alone, whose CPU collectives then raise, or gloo).
 Backend parse_backend(const std::string& backend, const char* op) {
   std::string b;
   for (char c : backend) b.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
   Backend choice;
   if (b.empty()) {
-    choice = is_nccl_available() ? Backend{Backend::Combined, "undefined"} : Backend{Backend::Gloo, "gloo"};
+    if (is_nccl_available()) {
+      choice = is_gloo_available() ? Backend{Backend::Combined, "undefined"} : Backend{Backend::Nccl, "nccl"};
+    } else {
+      choice = {Backend::Gloo, "gloo"};
+    }
   } else if (b == "gloo" || b == "cpu:gloo") {
     choice = {Backend::Gloo, "gloo"};
   } else if (b == "nccl" || b == "cuda:nccl") {

@@ -338,19 +338,13 @@ GraphCapture::GraphCapture(CUDAGraph& graph, MempoolId pool, const Stream* strea
   empty_cache();
   stream_ = std::make_unique<StreamGuard>(stream != nullptr ? *stream : default_capture_stream(device));
   graph_.capture_begin(pool, mode);
-  uncaught_ = std::uncaught_exceptions();
 }
 
 GraphCapture::~GraphCapture() {
-  if (!open_) return;
-  if (std::uncaught_exceptions() > uncaught_) {
-    abort();
-    return;
-  }
   try {
-    finish();
+    abort();
   } catch (const std::exception& e) {
-    RTX_LOG_WARN("GraphCapture: the capture failed and was abandoned: {} (call finish() to get the error)", e.what());
+    RTX_LOG_WARN("GraphCapture: abandoning the capture failed: {}", e.what());
   }
 }
 
