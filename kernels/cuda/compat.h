@@ -74,7 +74,6 @@
 #define cudaGraphGetNodes hipGraphGetNodes
 #define cudaGraphNodeGetType hipGraphNodeGetType
 #define cudaGraphInstantiate hipGraphInstantiateWithFlags
-#define cudaGraphUpload hipGraphUpload
 #define cudaGraphLaunch hipGraphLaunch
 #define cudaGraphExecDestroy hipGraphExecDestroy
 #define cudaGraphDestroy hipGraphDestroy

@@ -102,4 +102,4 @@ def is_bf16_supported(including_emulation=True):
 
 from . import amp  # noqa: E402,F401  (rustytorch.cuda.amp: autocast and GradScaler for 'cuda')
 from .graphs import (  # noqa: E402,F401  (re-exported)
-    CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables)
+    CUDAGraph, graph, graph_pool_handle, graphed_step, is_current_stream_capturing, make_graphed_callables)

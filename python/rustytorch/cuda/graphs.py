@@ -1,7 +1,8 @@
 """CUDA graphs with PyTorch's API (docs/cuda_graphs.md): CUDAGraph is rtx::cuda::CUDAGraph, the
 graph context manager is rtx::cuda::GraphCapture (after Python's garbage collection, so that
-tensors only it would free go back before the capture), and make_graphed_callables captures each
-callable's forward and backward into two graphs sharing one pool, behind an autograd Function."""
+tensors only it would free go back before the capture), make_graphed_callables captures each
+callable's forward and backward into two graphs sharing one pool, behind an autograd Function, and
+graphed_step (this library's) runs a whole training step as one graph after eager warm-up steps."""
 import gc
 
 from .. import _C
@@ -82,7 +83,7 @@ class _GraphedCallable:
         needs_grad = [t for t in self.inputs if t.requires_grad]
         side = _cuda.Stream()
         prev = _cuda.current_stream()
-        side.wait_event(_recorded_event(prev))
+        side.wait_stream(prev)
         _cuda.set_stream(side)
         try:
             for _ in range(num_warmup_iters):
@@ -92,7 +93,7 @@ class _GraphedCallable:
                 del outputs
         finally:
             _cuda.set_stream(prev)
-        prev.wait_event(_recorded_event(side))
+        prev.wait_stream(side)
         self.fwd = CUDAGraph()
         with graph(self.fwd, pool=pool):
             out = func(*sample_args)
@@ -145,10 +146,62 @@ class _GraphedCallable:
         return _unflatten(list(outputs), self.out_like)
 
 
-def _recorded_event(stream):
-    e = _cuda.Event()
-    e.record(stream)
-    return e
+class graphed_step:
+    """fn(*inputs) run as one CUDA graph: the first `warmup` calls run fn eagerly on a side stream
+    (as PyTorch's recipe asks), the next one captures fn on static copies of its inputs and replays
+    it, and later calls copy their inputs into those copies and replay. inputs are tensors or nested
+    tuples/lists of tensors whose shapes, dtypes and devices stay those of the capture; fn's result
+    (tensors, or nested tuples/lists of them) is the graph's own memory, overwritten by the next
+    call. Every call is a real step: fn must do all its work on the device (a capturable or fused
+    optimizer with a tensor lr, set with fill_ between calls), and read nothing back until after."""
+
+    def __init__(self, fn, warmup=3, pool=None, capture_error_mode="global"):
+        if warmup < 1:
+            raise _C.ValueError(f"[graphed_step] warmup must be at least 1 (the step runs eagerly before its "
+                                f"capture, so that lazily made state exists), got {warmup}")
+        self.fn = fn
+        self.warmup = warmup
+        self.pool = pool
+        self.capture_error_mode = capture_error_mode
+        self.graph = None
+        self.calls = 0
+        self._side = None
+
+    def __call__(self, *inputs):
+        self.calls += 1
+        if self.calls <= self.warmup:
+            return self._eager(inputs)
+        flat = _flatten(inputs, "graphed_step inputs")
+        if self.graph is None:
+            self._static = [x.clone() for x in flat]
+            self._like = inputs
+            self.graph = CUDAGraph()
+            with graph(self.graph, pool=self.pool, capture_error_mode=self.capture_error_mode):
+                self._outputs = self.fn(*_unflatten(self._static, inputs))
+        elif len(flat) != len(self._static):
+            raise _C.ValueError(f"[graphed_step] the step was captured with {len(self._static)} input tensors, "
+                                f"got {len(flat)}")
+        for static, x in zip(self._static, flat):
+            if static.shape != x.shape or static.dtype != x.dtype or static.device != x.device:
+                raise _C.ValueError(f"[graphed_step] an input of shape {list(x.shape)}, {x.dtype} on {x.device} "
+                                    f"does not match the one the step was captured with ({list(static.shape)}, "
+                                    f"{static.dtype} on {static.device})")
+            static.copy_(x)
+        self.graph.replay()
+        return self._outputs
+
+    def _eager(self, inputs):
+        if self._side is None:
+            self._side = _cuda.Stream()
+        current = _cuda.current_stream()
+        self._side.wait_stream(current)
+        _cuda.set_stream(self._side)
+        try:
+            out = self.fn(*inputs)
+        finally:
+            _cuda.set_stream(current)
+        current.wait_stream(self._side)
+        return out
 
 
 def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unused_input=False, pool=None):

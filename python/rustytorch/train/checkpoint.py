@@ -25,7 +25,8 @@ def save(directory, step, model, optimizer, progress, keep=3, scaler=None):
                 tensors[f"optim.{index}.{name}"] = value
             else:
                 scalars.setdefault(str(index), {})[name] = value
-    groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in state["param_groups"]]
+    groups = [{k: (list(v) if isinstance(v, tuple) else v.item() if isinstance(v, rt.Tensor) else v)
+               for k, v in g.items()} for g in state["param_groups"]]  # a tensor lr (--cuda-graph) as a number
     metadata = {"progress": json.dumps(progress), "rng": json.dumps(list(rt.get_rng_state())),
                 "optim": json.dumps({"param_groups": groups, "scalars": scalars})}
     if scaler is not None:

@@ -29,11 +29,11 @@ DEFAULTS = {
     "gpt": dict(epochs=2, batch_size=16, lr=1e-3),
 }
 COMMON = dict(max_steps=None, seed=0, deterministic=False, eval_every=0, log_every=100, checkpoint_every=500,
-              keep=3, data_dir=vision.DATA_DIR)
+              keep=3, data_dir=vision.DATA_DIR, cuda_graph=False)
 GPT_DEFAULTS = dict(preset="cpu", weight_decay=0.1, clip=1.0, warmup=100, eval_batches=8, sample_tokens=200,
                     prompt="In the beginning", text=None, tokens=200, temperature=0.8, top_k=40)
 #: Flags that say how to run, not what: never restored from a saved config.
-_RUN_ONLY = {"resume", "out", "device", "generate", "command"}
+_RUN_ONLY = {"resume", "out", "device", "generate", "command", "cuda_graph"}
 
 
 def parser():
@@ -53,6 +53,9 @@ def parser():
     g.add_argument("--log-every", type=int, help="metrics row (and progress line when not a terminal) every N steps (100)")
     g.add_argument("--checkpoint-every", type=int, help="checkpoint every N steps as well as after each epoch (500)")
     g.add_argument("--keep", type=int, help="checkpoints kept, newest first (3)")
+    g.add_argument("--cuda-graph", action="store_true", default=None,
+                   help="run each training step (forward, backward, clipping, optimizer step) as one captured CUDA "
+                        "graph after three eager warm-up steps (GPU, one process)")
 
     top = argparse.ArgumentParser(
         prog="rtx-train", formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0],
@@ -147,7 +150,7 @@ def run_vision(args, group):
     task = vision.ClassificationTask(args)
     steps_per_epoch, total = _steps(args, group, task.train_size)
     model = group.wrap(model)
-    optimizer = optim.Adam(model.parameters(), lr=args.lr)
+    optimizer = optim.Adam(model.parameters(), lr=args.lr, fused=rt.device(args.device).type == "cuda")
     files = RunFiles(args.out, _config(args), resume=args.resume) if group.is_main else None
     start = time.perf_counter()
     result = fit(args, files, model, optimizer, task, total, steps_per_epoch,

@@ -3,7 +3,8 @@ in the epoch's shuffled order, the learning rate), so a run restored from a chec
 with exactly the batches, dropout masks and updates the uninterrupted run would have used.
 Ctrl-C finishes the current step, saves a checkpoint and exits. The forward and the loss run under
 the run's autocast and the backward through its GradScaler (precision.py), which the checkpoints
-also hold. Under rtx-run (distributed.py) each rank trains on its part of every global batch, the
+also hold. With --cuda-graph the step runs as one CUDA graph after three eager warm-up steps (the
+learning rate in device tensors). Under rtx-run (distributed.py) each rank trains on its part of every global batch, the
 logged losses are the means over the ranks, and rank 0 alone evaluates, writes and shows progress."""
 import math
 import signal
@@ -92,6 +93,19 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
             return None
         return checkpoint.save(args.out, step, module, optimizer, progress, keep=args.keep, scaler=scaler)
 
+    def train_step(batch):
+        """Forward, loss, backward, clipping and the optimizer step; the loss stays on the device."""
+        with precision.autocast():
+            loss = task.loss(model, batch)
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)  # so that gradient clipping sees the true gradients
+        task.before_step(model)
+        scaler.step(optimizer)  # skipped when fp16 gradients overflowed
+        scaler.update()
+        return loss
+
+    run_step = graphed(train_step, args, optimizer, group) if args.cuda_graph else train_step
     with Interrupt() as interrupt:
         while step < total_steps:
             t0 = time.perf_counter()
@@ -101,17 +115,12 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
             batch = task.train_batch(order[index * args.batch_size:(index + 1) * args.batch_size])
             lr = lr_at(step)
             for param_group in optimizer.param_groups:
-                param_group["lr"] = lr
+                if isinstance(param_group["lr"], rt.Tensor):
+                    param_group["lr"].fill_(lr)
+                else:
+                    param_group["lr"] = lr
             model.train()
-            with precision.autocast():
-                loss = task.loss(model, batch)
-            optimizer.zero_grad()
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)  # so that gradient clipping sees the true gradients
-            task.before_step(model)
-            scaler.step(optimizer)  # skipped when fp16 gradients overflowed
-            scaler.update()
-            loss_value = loss.item()
+            loss_value = run_step(batch).item()
             step += 1
             step_time = time.perf_counter() - t0
             elapsed += step_time
@@ -145,6 +154,21 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
                 raise SystemExit(130)
     bar.close()
     return last_eval if last_eval is not None else evaluate()  # resumed from the final checkpoint
+
+
+def graphed(train_step, args, optimizer, group):
+    """train_step as one CUDA graph (rt.cuda.graphed_step: three eager warm-up steps, then replays),
+    with each group's learning rate in a device tensor that the loop fills before each step."""
+    if rt.device(args.device).type != "cuda":
+        raise ValueError(f"--cuda-graph captures the step on a GPU: it needs --device cuda, got {args.device}")
+    if group.distributed:
+        raise ValueError("--cuda-graph runs in one process: a captured step cannot run DistributedDataParallel's "
+                         "gradient all-reduce; leave out --cuda-graph under rtx-run")
+    for param_group in optimizer.param_groups:
+        if not (param_group.get("fused") or param_group.get("capturable")):
+            raise ValueError("--cuda-graph needs a fused or capturable optimizer (its step counts on the device)")
+        param_group["lr"] = rt.tensor(float(param_group["lr"]), device=args.device)
+    return rt.cuda.graphed_step(train_step)
 
 
 def seed_everything(args):

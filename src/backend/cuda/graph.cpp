@@ -262,7 +262,6 @@ void CUDAGraph::capture_end() {
     RTX_THROW(GraphCaptureError, "[CUDAGraph.capture_end] instantiating the captured graph failed on cuda:{}: {}",
               s.device, cudaGetErrorString(made));
   }
-  RTX_CUDA_CHECK(cudaGraphUpload(s.exec, s.stream));
 }
 
 void CUDAGraph::abort_capture() {
