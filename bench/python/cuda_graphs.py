@@ -10,8 +10,13 @@ checked against the eager one first.
 """
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import harness  # noqa: E402
 
 TINY_OPS = 100
 
@@ -124,15 +129,7 @@ def main():
     p.add_argument("--gpt", action="store_true", help="also the GPT-2 124M bf16 step (about a minute)")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args()
-    import rustytorch as rt
-    libs = {"rustytorch": rt}
-    try:
-        import torch
-        libs["torch"] = torch
-    except ImportError:
-        pass
-    for lib in libs.values():
-        lib.set_float32_matmul_precision("high")
+    libs = harness.libraries()
     results = {}
     for name, lib in libs.items():
         eager, graphed = tiny_ops(lib)

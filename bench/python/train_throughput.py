@@ -8,10 +8,15 @@ median step time of `--steps` timed steps after warm-up.
     python bench/python/train_throughput.py cnn --batch 128 --device cpu
 """
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import harness  # noqa: E402
 
 
 def build(lib, args):
@@ -66,16 +71,7 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args()
-
-    import rustytorch as rt
-    libs = {"rustytorch": rt}
-    try:
-        import torch
-        libs["torch"] = torch
-    except ImportError:
-        pass
-    for lib in libs.values():
-        lib.set_float32_matmul_precision("high")
+    libs = harness.libraries()
     unit = "tok" if args.model == "gpt" else "img"
     print(f"{args.model} {args.preset if args.model == 'gpt' else ''} batch {args.batch} on {args.device}, "
           f"fp32 (TF32 matmuls on the GPU), {args.steps} steps per round")

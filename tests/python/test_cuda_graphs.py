@@ -97,6 +97,31 @@ def test_a_captured_training_step_replays_the_eager_steps(kind):
 
 
 @needs_cuda
+def test_graphed_step_trains_as_the_eager_steps():
+    torch.manual_seed(0)
+    graphed_model = mlp()
+    eager_model = copy.deepcopy(graphed_model)
+    opts = [torch.optim.Adam(m.parameters(), lr=torch.tensor(1e-3, device="cuda"), capturable=True)
+            for m in (graphed_model, eager_model)]
+    step = torch.cuda.graphed_step(lambda x, y: train_step(graphed_model, opts[0], x, y))
+    data = batches(7)
+    torch.manual_seed(4)
+    graphed = []
+    for i, (x, y) in enumerate(data):
+        opts[0].param_groups[0]["lr"].fill_(1e-3 / (i + 1))
+        graphed.append(step(x, y).clone())
+    assert step.graph is not None and step.graph.kernel_count > 20
+    torch.manual_seed(4)
+    for i, ((x, y), loss) in enumerate(zip(data, graphed)):
+        opts[1].param_groups[0]["lr"].fill_(1e-3 / (i + 1))
+        assert same(loss, train_step(eager_model, opts[1], x, y).detach()), f"step {i}"
+    for p, q in zip(graphed_model.parameters(), eager_model.parameters()):
+        assert same(p, q)
+    with pytest.raises(ValueError, match=r"an input of shape \[16, 64\]"):
+        step(data[0][0][:16], data[0][1][:16])
+
+
+@needs_cuda
 def test_make_graphed_callables_gives_the_eager_outputs_and_gradients():
     torch.manual_seed(0)
     block = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 32)).cuda()

@@ -147,6 +147,20 @@ def medians(times):
     return {("ours" if name == "rustytorch" else name): statistics.median(t) for name, t in times.items()}
 
 
+def libraries(matmul_precision="high"):
+    """{"rustytorch": rustytorch, "torch": torch when installed}, each with that float32 matmul precision."""
+    import rustytorch
+    libs = {"rustytorch": rustytorch}
+    try:
+        import torch
+        libs["torch"] = torch
+    except ImportError:
+        pass
+    for lib in libs.values():
+        lib.set_float32_matmul_precision(matmul_precision)
+    return libs
+
+
 @contextlib.contextmanager
 def matmul_precision(sides, precision):
     """set_float32_matmul_precision(precision) on every side for a with-block, restored after."""

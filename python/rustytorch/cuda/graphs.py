@@ -59,6 +59,16 @@ def _flatten(args, what):
     return flat
 
 
+def _check_like(op, captured, given):
+    """Raises ValueError unless the tensors given match those captured in number, shape, dtype and device."""
+    if len(given) != len(captured):
+        raise _C.ValueError(f"[{op}] captured with {len(captured)} input tensors, called with {len(given)}")
+    for c, x in zip(captured, given):
+        if c.shape != x.shape or c.dtype != x.dtype or c.device != x.device:
+            raise _C.ValueError(f"[{op}] an input of shape {list(x.shape)}, {x.dtype} on {x.device} does not match "
+                                f"the one captured ({list(c.shape)}, {c.dtype} on {c.device})")
+
+
 def _unflatten(flat, like):
     """flat's tensors in the nesting of like (a tensor, or nested tuples/lists of tensors)."""
     it = iter(flat)
@@ -132,14 +142,7 @@ class _GraphedCallable:
 
     def __call__(self, *args):
         flat = _flatten(args, "arguments")
-        if len(flat) != len(self.user_inputs):
-            raise _C.ValueError(f"[make_graphed_callables] the graphed callable was captured with "
-                                f"{len(self.user_inputs)} tensor arguments, got {len(flat)}")
-        for s, x in zip(self.user_inputs, flat):
-            if s.shape != x.shape or s.dtype != x.dtype or s.device != x.device:
-                raise _C.ValueError(f"[make_graphed_callables] an argument of shape {list(x.shape)}, {x.dtype} on "
-                                    f"{x.device} does not match the sample argument it was captured with "
-                                    f"({list(s.shape)}, {s.dtype} on {s.device})")
+        _check_like("make_graphed_callables", self.user_inputs, flat)
         outputs = self.function.apply(*(tuple(flat) + self.inputs[len(self.user_inputs):]))
         if isinstance(outputs, _C.Tensor):
             outputs = (outputs,)
@@ -178,14 +181,8 @@ class graphed_step:
             self.graph = CUDAGraph()
             with graph(self.graph, pool=self.pool, capture_error_mode=self.capture_error_mode):
                 self._outputs = self.fn(*_unflatten(self._static, inputs))
-        elif len(flat) != len(self._static):
-            raise _C.ValueError(f"[graphed_step] the step was captured with {len(self._static)} input tensors, "
-                                f"got {len(flat)}")
+        _check_like("graphed_step", self._static, flat)
         for static, x in zip(self._static, flat):
-            if static.shape != x.shape or static.dtype != x.dtype or static.device != x.device:
-                raise _C.ValueError(f"[graphed_step] an input of shape {list(x.shape)}, {x.dtype} on {x.device} "
-                                    f"does not match the one the step was captured with ({list(static.shape)}, "
-                                    f"{static.dtype} on {static.device})")
             static.copy_(x)
         self.graph.replay()
         return self._outputs
