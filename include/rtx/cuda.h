@@ -188,6 +188,10 @@ RTX_API MempoolId graph_pool_handle();
 // the capture itself (CUDA's cudaStreamCaptureMode).
 enum class CaptureErrorMode { kGlobal, kThreadLocal, kRelaxed };
 
+// The kernels the calling thread has launched so far, run or captured (each cuBLASLt or cuDNN call
+// counted as one): the difference over a training step is what ran outside a graph.
+RTX_API uint64_t kernel_launches();
+
 // Whether the calling thread's current stream on `device` (-1: current) is capturing a graph.
 RTX_API bool is_current_stream_capturing(int device = -1);
 

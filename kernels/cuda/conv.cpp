@@ -297,6 +297,7 @@ void convolve(cudnnHandle_t h, const Descriptors& d, const ConvPlan& plan, const
                                           ws.defined() ? ws.data_ptr() : nullptr, c.workspace, alpha, beta, b);
     if (status == CUDNN_STATUS_NOT_SUPPORTED && i + 1 < plan.size()) continue;
     if (status != CUDNN_STATUS_SUCCESS) throw_cudnn_error(status, Dir::kCall, __FILE__, __LINE__);
+    detail::count_library_call();
     return;
   }
 }

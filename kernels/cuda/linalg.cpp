@@ -293,6 +293,7 @@ bool gemm(const Tensor& out, const Tensor& a, const Tensor& b, const kernels::Ma
       });
     };
     const auto run = [&](const GemmPlan& plan, int64_t epilogue_kind) {
+      detail::count_library_call();
       return cublasLtMatmul(handle, desc_of(epilogue_kind), alpha, pa, la.get(), pb, lb.get(), beta, pd, ld.get(), pd,
                             ld.get(), &plan.algo, ws, plan.workspace, scope.stream());
     };

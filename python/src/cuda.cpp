@@ -112,6 +112,7 @@ rtx::cuda::MempoolId pool_id(const std::optional<rtx::cuda::MempoolId>& pool) {
 
 void bind_cuda_graphs(py::module_& m) {
   m.def("graph_pool_handle", &rtx::cuda::graph_pool_handle);
+  m.def("kernel_launches", &rtx::cuda::kernel_launches);
   m.def("is_current_stream_capturing", &rtx::cuda::is_current_stream_capturing, py::arg("device") = -1);
   py::class_<rtx::cuda::CUDAGraph>(m, "CUDAGraph")
       .def(py::init<>())

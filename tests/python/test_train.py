@@ -401,9 +401,11 @@ def test_a_cuda_graph_run_trains_as_the_eager_run(tmp_path, dtype):
     runs = {}
     for name, flags in (("eager", []), ("graph", ["--cuda-graph"])):
         out = str(tmp_path / name)
-        rtx_train("gpt", *on_gpu, *flags, "--text", psalm(tmp_path), "--max-steps", "12", "--log-every", "1",
-                  "--out", out)
+        stdout = rtx_train("gpt", *on_gpu, *flags, "--text", psalm(tmp_path), "--max-steps", "12", "--log-every",
+                           "1", "--out", out).stdout
         runs[name] = out
+    hit = re.search(r"cuda graph: (\d+) kernels replayed per step, ([\d.]+) launched outside it: ([\d.]+)%", stdout)
+    assert hit and int(hit[1]) > 50 and float(hit[3]) >= 80.0, stdout  # a 1-layer model: few kernels per step
     losses = {name: np.array([r["loss"] for r in metrics(out)]) for name, out in runs.items()}
     np.testing.assert_allclose(losses["graph"], losses["eager"], rtol=1e-6)
     assert losses["graph"][-1] < losses["graph"][0]

@@ -12,6 +12,7 @@ empty_cache = _cuda.empty_cache
 get_device_properties = _cuda.get_device_properties
 current_stream = _cuda.current_stream
 set_stream = _cuda.set_stream
+kernel_launches = _cuda.kernel_launches
 
 
 def _index(device, optional=True):

@@ -106,9 +106,11 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
         return loss
 
     run_step = graphed(train_step, args, optimizer, group) if args.cuda_graph else train_step
+    outside = []  # with --cuda-graph: the kernels each replayed step launched outside the graph
     with Interrupt() as interrupt:
         while step < total_steps:
             t0 = time.perf_counter()
+            launches = rt.cuda.kernel_launches()
             epoch, index = divmod(step, steps_per_epoch)
             if epoch != order_epoch:
                 order_epoch, order = epoch, group.part(epoch_order(args.seed, epoch, task.train_size))
@@ -121,6 +123,8 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
                     param_group["lr"] = lr
             model.train()
             loss_value = run_step(batch).item()
+            if args.cuda_graph and run_step.calls > run_step.warmup + 1:
+                outside.append(rt.cuda.kernel_launches() - launches)
             step += 1
             step_time = time.perf_counter() - t0
             elapsed += step_time
@@ -153,6 +157,11 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
                 print(f"interrupted at step {step}: saved {path}; continue with --resume", flush=True)
                 raise SystemExit(130)
     bar.close()
+    if outside:
+        graph_kernels, per_step = run_step.graph.kernel_count, sum(outside) / len(outside)
+        print(f"cuda graph: {graph_kernels} kernels replayed per step, {per_step:.1f} launched outside it: "
+              f"{100 * graph_kernels / (graph_kernels + per_step):.1f}% of the step's kernels ran from the graph",
+              flush=True)
     return last_eval if last_eval is not None else evaluate()  # resumed from the final checkpoint
 
 

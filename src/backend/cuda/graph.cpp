@@ -321,6 +321,8 @@ MempoolId CUDAGraph::pool() const {
 bool CUDAGraph::captured() const { return state_->exec != nullptr; }
 int64_t CUDAGraph::kernel_count() const { return state_->kernels; }
 
+uint64_t kernel_launches() { return detail::t_kernel_launches; }
+
 bool is_current_stream_capturing(int device) {
   device = detail::resolve_device(device, "is_current_stream_capturing");
   return detail::stream_capturing(detail::current_stream_handle(device));

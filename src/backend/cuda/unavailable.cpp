@@ -51,6 +51,7 @@ void reset_peak_memory_stats(int) { unavailable("reset_peak_memory_stats"); }
 void empty_cache() {}
 void record_stream(const Tensor&, const Stream&) { unavailable("record_stream"); }
 
+uint64_t kernel_launches() { return 0; }
 bool is_current_stream_capturing(int) { unavailable("is_current_stream_capturing"); }
 struct CUDAGraph::State {};
 CUDAGraph::CUDAGraph() : state_(std::make_unique<State>()) {}
