@@ -1,7 +1,8 @@
 // CPU kernels of the normalization family: layer norm and batch norm, forward and backward.
 // Elementwise math runs in the opmath type (float for 16-bit floats); statistics and gradient sums
 // accumulate in double, in fixed blocks combined in order, so results never depend on the thread
-// count.
+// count. Batch norm streams through memory in order, its loops built for AVX2 where the CPU has it
+// (vector_isa.h).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -13,6 +14,7 @@
 
 #include "backend/cpu/nn_rows.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/vector_isa.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/norm.h"
 
@@ -140,19 +142,70 @@ void layer_norm_backward_cpu(const Tensor& grad_x, const Tensor& grad_weight, co
 
 // ---- batch norm ---------------------------------------------------------------------------------
 
-// x as [batch, channels, spatial].
+// x as [batch, channels, spatial]: batch * channels runs of spatial contiguous values, run r holding
+// channel r % channels.
 struct ChannelLayout {
   int64_t batch, channels, spatial;
   explicit ChannelLayout(const Tensor& x)
       : batch(x.size(0)), channels(x.size(1)), spatial(x.numel() == 0 ? 0 : x.numel() / (x.size(0) * x.size(1))) {}
   int64_t count() const { return batch * spatial; }
-  // f(offset) for the start of every contiguous run of channel c.
-  template <typename F>
-  void for_runs(int64_t c, const F& f) const {
-    for (int64_t b = 0; b < batch; ++b) f((b * channels + c) * spatial);
-  }
+  int64_t runs() const { return batch * channels; }
 };
 
+// Double sums of pairs per channel in one pass over x in memory order. The work splits into tasks of
+// a block of samples, a block of channels and a piece of the runs, which run in parallel;
+// add(r, k0, k1, sums) adds the pairs of elements [k0, k1) of run r into the PairSums that a task keeps
+// for the run's channel, and every channel then adds its tasks' totals in sample and piece order. The
+// blocks depend on the shape only, so every sum has the same order for any thread count.
+template <typename Add>
+std::vector<std::pair<double, double>> channel_pair_sums(const ChannelLayout& l, const Add& add) {
+  constexpr int64_t kChannelBlock = 16, kTaskSize = 16384, kPiece = kTaskSize;
+  const int64_t pieces = std::max<int64_t>(1, (l.spatial + kPiece - 1) / kPiece);
+  const int64_t piece_len = (l.spatial + pieces - 1) / pieces;
+  const int64_t sample_block = std::max<int64_t>(1, kTaskSize / std::max<int64_t>(1, piece_len * kChannelBlock));
+  const int64_t sample_blocks = (l.batch + sample_block - 1) / sample_block;
+  const int64_t channel_blocks = (l.channels + kChannelBlock - 1) / kChannelBlock;
+  // partial[(sb * pieces + p) * channels + c]: channel c's sums over sample block sb, piece p.
+  std::vector<std::pair<double, double>> partial(static_cast<size_t>(sample_blocks * pieces * l.channels));
+  parallel_for(sample_blocks * pieces * channel_blocks, grain_for(sample_block * kChannelBlock * piece_len),
+               [&](int64_t begin, int64_t end) {
+                 with_vector_isa([&] {
+                   std::array<PairSums, kChannelBlock> sums;
+                   for (int64_t task = begin; task < end; ++task) {
+                     const int64_t slice = task / channel_blocks, c0 = (task % channel_blocks) * kChannelBlock;
+                     const int64_t sb = slice / pieces, k0 = (slice % pieces) * piece_len;
+                     const int64_t c1 = std::min(l.channels, c0 + kChannelBlock);
+                     const int64_t b1 = std::min(l.batch, (sb + 1) * sample_block);
+                     const int64_t k1 = std::min(l.spatial, k0 + piece_len);
+                     std::fill(sums.begin(), sums.end(), PairSums());
+                     for (int64_t b = sb * sample_block; b < b1; ++b)
+                       for (int64_t c = c0; c < c1; ++c) add(b * l.channels + c, k0, k1, sums[c - c0]);
+                     for (int64_t c = c0; c < c1; ++c)
+                       partial[slice * l.channels + c] = {sums[c - c0].a(), sums[c - c0].b()};
+                   }
+                 });
+               });
+  std::vector<std::pair<double, double>> totals(static_cast<size_t>(l.channels), {0.0, 0.0});
+  for (int64_t slice = 0; slice < sample_blocks * pieces; ++slice)
+    for (int64_t c = 0; c < l.channels; ++c) {
+      totals[c].first += partial[slice * l.channels + c].first;
+      totals[c].second += partial[slice * l.channels + c].second;
+    }
+  return totals;
+}
+
+// f(r, c) for every run r (of channel c) in parallel, in memory order.
+template <typename F>
+void for_each_run(const ChannelLayout& l, const F& f) {
+  parallel_for(l.runs(), grain_for(l.spatial), [&](int64_t begin, int64_t end) {
+    with_vector_isa([&] {
+      for (int64_t r = begin; r < end; ++r) f(r, r % l.channels);
+    });
+  });
+}
+
+// Biased moments per channel in one pass: sums of d = x - shift and d^2 with the channel's first value
+// as its shift (see shifted_moments), accumulated in double.
 template <typename T>
 void batch_norm_stats_impl(const Tensor& mean, const Tensor& var, const Tensor& x) {
   using acc_t = opmath_t<T>;
@@ -160,18 +213,22 @@ void batch_norm_stats_impl(const Tensor& mean, const Tensor& var, const Tensor& 
   const T* xp = x.data_ptr<T>();
   acc_t* mp = mean.data_ptr<acc_t>();
   acc_t* vp = var.data_ptr<acc_t>();
-  parallel_for(l.channels, grain_for(l.count()), [&](int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; ++c) {
-      const double shift = l.count() > 0 ? static_cast<double>(static_cast<acc_t>(xp[c * l.spatial])) : 0.0;
-      const Moments m = shifted_moments_of_runs(l.count(), shift, [&](const auto& run) {
-        l.for_runs(c, [&](int64_t off) {
-          run(l.spatial, [&](int64_t k) { return static_cast<double>(static_cast<acc_t>(xp[off + k])); });
-        });
-      });
-      mp[c] = static_cast<acc_t>(m.mean);
-      vp[c] = static_cast<acc_t>(m.var);
-    }
+  std::vector<double> shift(static_cast<size_t>(l.channels));
+  for (int64_t c = 0; c < l.channels; ++c) shift[c] = static_cast<double>(static_cast<acc_t>(xp[c * l.spatial]));
+  const auto sums = channel_pair_sums(l, [&](int64_t r, int64_t k0, int64_t k1, PairSums& s) {
+    const T* xr = xp + r * l.spatial + k0;
+    const double sh = shift[r % l.channels];
+    s.add(k1 - k0, [&](int64_t k) {
+      const double d = static_cast<double>(static_cast<acc_t>(xr[k])) - sh;
+      return std::pair<double, double>{d, d * d};
+    });
   });
+  const double n = static_cast<double>(l.count());
+  for (int64_t c = 0; c < l.channels; ++c) {
+    const double s1 = sums[c].first;
+    mp[c] = static_cast<acc_t>(shift[c] + s1 / n);
+    vp[c] = static_cast<acc_t>(std::max(0.0, (sums[c].second - s1 * s1 / n) / n));
+  }
 }
 
 template <typename T>
@@ -185,16 +242,14 @@ void batch_norm_apply_impl(const Tensor& out, const Tensor& x, const Tensor& mea
   const acc_t* ip = invstd.data_ptr<acc_t>();
   const T* w = optional_data<T>(weight);
   const T* b = optional_data<T>(bias);
-  // One task per (batch, channel) run: out = x * scale + shift.
-  parallel_for(l.batch * l.channels, grain_for(l.spatial), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t c = r % l.channels;
-      const acc_t scale = ip[c] * (w ? static_cast<acc_t>(w[c]) : acc_t(1));
-      const acc_t shift = (b ? static_cast<acc_t>(b[c]) : acc_t(0)) - mp[c] * scale;
-      const T* xr = xp + r * l.spatial;
-      T* orow = o + r * l.spatial;
-      for (int64_t k = 0; k < l.spatial; ++k) orow[k] = static_cast<T>(static_cast<acc_t>(xr[k]) * scale + shift);
-    }
+  // out = x * scale + shift.
+  for_each_run(l, [&](int64_t r, int64_t c) {
+    const acc_t scale = ip[c] * (w ? static_cast<acc_t>(w[c]) : acc_t(1));
+    const acc_t shift = (b ? static_cast<acc_t>(b[c]) : acc_t(0)) - mp[c] * scale;
+    const T* __restrict xr = xp + r * l.spatial;
+    T* __restrict orow = o + r * l.spatial;
+    const int64_t n = l.spatial;
+    for (int64_t k = 0; k < n; ++k) orow[k] = static_cast<T>(static_cast<acc_t>(xr[k]) * scale + shift);
   });
 }
 
@@ -212,32 +267,39 @@ void batch_norm_backward_impl(const Tensor& grad_x, const Tensor& grad_weight, c
   T* gx = grad_x.defined() ? grad_x.data_ptr<T>() : nullptr;
   T* gw = grad_weight.defined() ? grad_weight.data_ptr<T>() : nullptr;
   T* gb = grad_bias.defined() ? grad_bias.data_ptr<T>() : nullptr;
-  parallel_for(l.channels, grain_for(l.count()), [&](int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; ++c) {
+  // Per channel: sum(g) and sum(g * xhat), unless only the evaluation-mode input gradient is wanted.
+  std::vector<std::pair<double, double>> sums;
+  if (gw || gb || batch_stats)
+    sums = channel_pair_sums(l, [&](int64_t r, int64_t k0, int64_t k1, PairSums& s) {
+      const int64_t c = r % l.channels;
       const acc_t mu = mp[c], is = ip[c];
-      PairSums sums;
-      l.for_runs(c, [&](int64_t off) {
-        sums.add(l.spatial, [&](int64_t k) {
-          const acc_t gv = static_cast<acc_t>(gp[off + k]);
-          return std::pair<double, double>{gv, gv * (static_cast<acc_t>(xp[off + k]) - mu) * is};
-        });
+      const T* gr = gp + r * l.spatial + k0;
+      const T* xr = xp + r * l.spatial + k0;
+      s.add(k1 - k0, [&](int64_t k) {
+        const acc_t gv = static_cast<acc_t>(gr[k]);
+        return std::pair<double, double>{gv, gv * (static_cast<acc_t>(xr[k]) - mu) * is};
       });
-      const double sum_g = sums.a(), sum_gxhat = sums.b();
-      if (gw) gw[c] = static_cast<T>(sum_gxhat);
-      if (gb) gb[c] = static_cast<T>(sum_g);
-      if (!gx) continue;
-      // grad_x = w * invstd * (g - mean(g) - xhat * mean(g * xhat)) with batch statistics; the
-      // running statistics of evaluation mode are constants: grad_x = w * invstd * g.
-      const acc_t scale = is * (w ? static_cast<acc_t>(w[c]) : acc_t(1));
-      const double count = static_cast<double>(l.count());
-      const acc_t c1 = batch_stats ? static_cast<acc_t>(sum_g / count) : acc_t(0);
-      const acc_t c2 = batch_stats ? static_cast<acc_t>(sum_gxhat / count) : acc_t(0);
-      l.for_runs(c, [&](int64_t off) {
-        for (int64_t k = 0; k < l.spatial; ++k) {
-          const acc_t xh = (static_cast<acc_t>(xp[off + k]) - mu) * is;
-          gx[off + k] = static_cast<T>(scale * (static_cast<acc_t>(gp[off + k]) - c1 - xh * c2));
-        }
-      });
+    });
+  for (int64_t c = 0; c < l.channels; ++c) {
+    if (gw) gw[c] = static_cast<T>(sums[c].second);
+    if (gb) gb[c] = static_cast<T>(sums[c].first);
+  }
+  if (!gx) return;
+  // grad_x = w * invstd * (g - mean(g) - xhat * mean(g * xhat)) with batch statistics; the running
+  // statistics of evaluation mode are constants: grad_x = w * invstd * g.
+  const double count = static_cast<double>(l.count());
+  for_each_run(l, [&](int64_t r, int64_t c) {
+    const acc_t mu = mp[c], is = ip[c];
+    const acc_t scale = is * (w ? static_cast<acc_t>(w[c]) : acc_t(1));
+    const acc_t c1 = batch_stats ? static_cast<acc_t>(sums[c].first / count) : acc_t(0);
+    const acc_t c2 = batch_stats ? static_cast<acc_t>(sums[c].second / count) : acc_t(0);
+    const T* __restrict gr = gp + r * l.spatial;
+    const T* __restrict xr = xp + r * l.spatial;
+    T* __restrict gxr = gx + r * l.spatial;
+    const int64_t n = l.spatial;
+    for (int64_t k = 0; k < n; ++k) {
+      const acc_t xh = (static_cast<acc_t>(xr[k]) - mu) * is;
+      gxr[k] = static_cast<T>(scale * (static_cast<acc_t>(gr[k]) - c1 - xh * c2));
     }
   });
 }
