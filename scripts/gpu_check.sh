@@ -9,7 +9,7 @@
 #   bench, the host time of a bare launch, the side-by-side timings of bench/torch/compare.cpp and the
 #   Python per-op overhead; pip, which installs the package offline with pip into a scratch prefix;
 #   graphs, CUDA graphs beside PyTorch's (bench/python/cuda_graphs.py: tiny ops, MLP, LeNet and
-#   GPT-2 steps eager and captured); train, which runs the bundled trainers on the GPU and their
+#   GPT-2 steps eager and captured) and the GPT-2 trainer with --cuda-graph; train, which runs the bundled trainers on the GPU and their
 #   training throughput beside PyTorch's, on the GPU and on two CPU cores; ddp1, the GPT trainer under rtx-run on one GPU
 #   (DistributedDataParallel over nccl) against the plain run; and multigpu, for two or more GPUs: the
 #   distributed tests at that world size, all_reduce bandwidth and DDP GPT-2 on 1 and N GPUs (plain
@@ -104,12 +104,24 @@ multigpu() {
     --out /tmp/rtx-ddp --resume
 }
 
+# The GPT trainer's text: RTX_KJV_TEXT, else (no King James Bible on the machine) the project's docs.
+gpt_text() {
+  if [[ -n ${RTX_KJV_TEXT:-} ]]; then echo "$RTX_KJV_TEXT"; else cat README.md docs/*.md > /tmp/rtx-docs.txt && echo /tmp/rtx-docs.txt; fi
+}
+
+graphs() {
+  # CUDA graphs beside PyTorch's, then the GPT-2 trainer with --cuda-graph (its hit rate is printed last).
+  local py=(env PYTHONPATH=build/gpu/python python3)
+  "${py[@]}" bench/python/cuda_graphs.py --gpt --json "$LOGS/cuda_graphs.json" &&
+  rm -rf /tmp/rtx-graph && "${py[@]}" -m rustytorch.train gpt --preset gpt2 --batch-size 8 --max-steps 30 \
+    --log-every 10 --text "$(gpt_text)" --cuda-graph --out /tmp/rtx-graph
+}
+
 ddp1() {
   # One GPU: the GPT trainer under the launcher (a process group of one, DDP over nccl) against the
-  # plain run: the same losses, bit for bit. Without the King James Bible the project's docs are the text.
-  local py=(env PYTHONPATH=build/gpu/python python3) text=${RTX_KJV_TEXT:-/tmp/rtx-docs.txt}
-  local args=(gpt --preset gpt2 --batch-size 8 --max-steps 20 --log-every 5 --text "$text")
-  [[ -n ${RTX_KJV_TEXT:-} ]] || cat README.md docs/*.md > "$text"
+  # plain run: the same losses, bit for bit.
+  local py=(env PYTHONPATH=build/gpu/python python3)
+  local args=(gpt --preset gpt2 --batch-size 8 --max-steps 20 --log-every 5 --text "$(gpt_text)")
   rm -rf /tmp/rtx-plain /tmp/rtx-ddp1 &&
   "${py[@]}" -m rustytorch.train "${args[@]}" --out /tmp/rtx-plain &&
   "${py[@]}" -m rustytorch.distributed.run --nproc-per-node 1 -m rustytorch.train "${args[@]}" --out /tmp/rtx-ddp1 &&
@@ -130,7 +142,7 @@ if python3 -c 'import torch' 2>/dev/null; then
     && PYTHONPATH=build/gpu/python python3 bench/python/overhead.py cpu'
 fi
 stage sanitize sanitizer.log sanitize
-stage graphs graphs.log env PYTHONPATH=build/gpu/python python3 bench/python/cuda_graphs.py --gpt --json "$LOGS/cuda_graphs.json"
+stage graphs graphs.log graphs
 stage pip pip.log pip_install
 stage train train.log train
 stage ddp1 ddp1.log ddp1
@@ -147,7 +159,7 @@ for line in "${SUMMARY[@]}"; do echo "  $line"; done
 [[ -f "$LOGS/parity.log" ]] && tail -1 "$LOGS/parity.log"
 [[ -f "$LOGS/bench.log" ]] && cat "$LOGS/bench.log"
 [[ -f "$LOGS/train.log" ]] && grep -E "accuracy|validation loss|^best|^GPT|^(mlp|cnn|gpt) " "$LOGS/train.log"
-[[ -f "$LOGS/graphs.log" ]] && cat "$LOGS/graphs.log"
+[[ -f "$LOGS/graphs.log" ]] && grep -E "^(tiny|mlp|lenet|gpt2|ratios|  )|^cuda graph:" "$LOGS/graphs.log"
 [[ -f "$LOGS/ddp1.log" ]] && grep -E "^ddp1" "$LOGS/ddp1.log"
 [[ -f "$LOGS/multigpu.log" ]] && grep -E "^\[rank 0\]|^(scaling|zero|allreduce)" "$LOGS/multigpu.log"
 exit $FAILED
