@@ -18,6 +18,8 @@
 namespace rtx::cuda {
 namespace {
 
+using rtx::detail::RandomCounters;
+
 // The counters a kernel draws with: (seed, offset), or under a graph's replay (cell[0], offset + cell[1]).
 struct Counters {
   uint64_t seed, offset;
@@ -26,7 +28,7 @@ struct Counters {
 
 // The Counters of the counters reserved at rng for a kernel queued on `stream` by `op`: the replay
 // cell is used only by kernels being captured, which must draw from a generator the graph follows.
-Counters counters_for(const rtx::detail::RandomCounters& rng, cudaStream_t stream, const char* op) {
+Counters counters_for(const RandomCounters& rng, cudaStream_t stream, const char* op) {
   if (!detail::any_capture_active() || !detail::stream_capturing(stream)) return {rng.seed, rng.offset, nullptr};
   RTX_CHECK(rng.replay_cell != nullptr, GraphCaptureError,
             "[{}] a random op inside a CUDA graph capture draws from a generator the graph does not follow (one "
@@ -82,7 +84,7 @@ __global__ void generate_kernel(int64_t n, Counters rng, Draw draw, Store store,
 
 // Launches generate_kernel for out (T, any layout) with the counters reserved at rng.
 template <typename T, typename Draw, typename Store>
-void generate(const Tensor& out, const rtx::detail::RandomCounters& reserved, const Draw& draw, const Store& store,
+void generate(const Tensor& out, const RandomCounters& reserved, const Draw& draw, const Store& store,
               const char* op) {
   const int64_t n = out.numel();
   if (n == 0) return;
@@ -132,33 +134,34 @@ struct BernoulliScalarStore {
   __device__ T operator()(double u, int64_t) const { return static_cast<T>(u < p ? 1 : 0); }
 };
 
-void uniform_cuda(const Tensor& out, const rtx::detail::RandomCounters& rng, double from, double to) {
+void uniform_cuda(const Tensor& out, const RandomCounters& rng, double from, double to) {
   RTX_DISPATCH_FLOATS(out.dtype(), "uniform_", [&] {
     const philox::UniformDraw<philox::Digits<scalar_t>::value> draw{from, to - from};
     generate<scalar_t>(out, rng, draw, Convert<scalar_t>{}, "uniform_");
   });
 }
 
-void normal_cuda(const Tensor& out, const rtx::detail::RandomCounters& rng, double mean, double std) {
+void normal_cuda(const Tensor& out, const RandomCounters& rng, double mean, double std) {
   RTX_DISPATCH_FLOATS(out.dtype(), "normal_", [&] {
     const philox::NormalDraw<philox::Digits<scalar_t>::value> draw{mean, std};
     generate<scalar_t>(out, rng, draw, Convert<scalar_t>{}, "normal_");
   });
 }
 
-void randint_cuda(const Tensor& out, const rtx::detail::RandomCounters& rng, int64_t low, uint64_t range) {
-  RTX_DISPATCH_ALL(out.dtype(), "randint",
-                   [&] { generate<scalar_t>(out, rng, philox::RandintDraw{low, range}, Convert<scalar_t>{}, "randint"); });
+void randint_cuda(const Tensor& out, const RandomCounters& rng, int64_t low, uint64_t range) {
+  RTX_DISPATCH_ALL(out.dtype(), "randint", [&] {
+    generate<scalar_t>(out, rng, philox::RandintDraw{low, range}, Convert<scalar_t>{}, "randint");
+  });
 }
 
-void bernoulli_cuda(const Tensor& out, const rtx::detail::RandomCounters& rng, const Tensor& p) {
+void bernoulli_cuda(const Tensor& out, const RandomCounters& rng, const Tensor& p) {
   const double* probs = p.data_ptr<double>();
   RTX_DISPATCH_ALL(out.dtype(), "bernoulli", [&] {
     generate<scalar_t>(out, rng, philox::BernoulliDraw{}, BernoulliStore<scalar_t>{probs}, "bernoulli");
   });
 }
 
-void bernoulli_scalar_cuda(const Tensor& out, const rtx::detail::RandomCounters& rng, double p) {
+void bernoulli_scalar_cuda(const Tensor& out, const RandomCounters& rng, double p) {
   RTX_DISPATCH_ALL(out.dtype(), "bernoulli", [&] {
     generate<scalar_t>(out, rng, philox::BernoulliDraw{}, BernoulliScalarStore<scalar_t>{p}, "bernoulli");
   });
@@ -204,7 +207,7 @@ void randperm_impl(const Tensor& out, const Counters& rng, cudaStream_t stream) 
   RTX_CUDA_CHECK_LAUNCH();
 }
 
-void randperm_cuda(const Tensor& out, const rtx::detail::RandomCounters& rng) {
+void randperm_cuda(const Tensor& out, const RandomCounters& rng) {
   if (out.numel() == 0) return;
   detail::KernelScope scope(out.device());
   const Counters counters = counters_for(rng, scope.stream(), "randperm");
@@ -272,7 +275,7 @@ __global__ void race_keys_kernel(int64_t n, Counters rng, const double* w, doubl
   }
 }
 
-void multinomial_cuda(const Tensor& out, const rtx::detail::RandomCounters& reserved, const Tensor& weights,
+void multinomial_cuda(const Tensor& out, const RandomCounters& reserved, const Tensor& weights,
                       bool replacement) {
   const int64_t rows = weights.size(0), cats = weights.size(1), num_samples = out.size(1);
   const Device device = out.device();

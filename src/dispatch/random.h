@@ -25,7 +25,8 @@ using RandpermFn = void(const Tensor& out, const rtx::detail::RandomCounters& rn
 // out (int64, contiguous [rows, num_samples]) = category indices drawn from weights (float64,
 // contiguous [rows, categories], validated: finite, nonnegative, a positive sum per row and, without
 // replacement, at least num_samples positive entries per row).
-using MultinomialFn = void(const Tensor& out, const rtx::detail::RandomCounters& rng, const Tensor& weights, bool replacement);
+using MultinomialFn = void(const Tensor& out, const rtx::detail::RandomCounters& rng, const Tensor& weights,
+                           bool replacement);
 
 // The family's kernels, each with its signature (src/core/dispatch.h says how the list is used).
 #define RTX_RANDOM_KERNELS(X)            \

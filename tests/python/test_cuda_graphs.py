@@ -122,6 +122,18 @@ def test_graphed_step_trains_as_the_eager_steps():
 
 
 @needs_cuda
+def test_graphed_step_takes_nested_inputs_and_refuses_changed_constants():
+    w = torch.randn(8, 8, device="cuda")
+    step = torch.cuda.graphed_step(lambda batch, scale: {"y": (batch["x"] @ w) * scale}, warmup=1)
+    xs = [torch.randn(4, 8, device="cuda") for _ in range(3)]
+    for x in xs:  # warm-up, capture, replay
+        out = step({"x": x}, 2.0)
+        assert same(out["y"], (x @ w) * 2.0)
+    with pytest.raises(ValueError, match="arguments other than tensors differ"):
+        step({"x": xs[0]}, 3.0)
+
+
+@needs_cuda
 def test_make_graphed_callables_gives_the_eager_outputs_and_gradients():
     torch.manual_seed(0)
     block = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 32)).cuda()

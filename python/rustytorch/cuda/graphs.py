@@ -8,6 +8,7 @@ import gc
 from .. import _C
 from .._C import _cuda
 from ..autograd import Function, grad
+from ..utils.data.collate import is_tensor, map_nested, tensors_in
 
 CUDAGraph = _cuda.CUDAGraph
 graph_pool_handle = _cuda.graph_pool_handle
@@ -46,69 +47,71 @@ class graph:
         return False
 
 
-def _flatten(args, what):
-    flat = []
-    for a in args:
-        if isinstance(a, _C.Tensor):
-            flat.append(a)
-        elif isinstance(a, (tuple, list)):
-            flat.extend(_flatten(a, what))
-        else:
-            raise TypeError(f"make_graphed_callables: {what} must be tensors or (nested) tuples of tensors, "
-                            f"got {type(a).__name__}")
-    return flat
+def _on_side_stream(side, fn):
+    """fn() on stream side, after the work queued on the current stream and before what comes later."""
+    current = _cuda.current_stream()
+    side.wait_stream(current)
+    _cuda.set_stream(side)
+    try:
+        return fn()
+    finally:
+        _cuda.set_stream(current)
+        current.wait_stream(side)
 
 
-def _check_like(op, captured, given):
-    """Raises ValueError unless the tensors given match those captured in number, shape, dtype and device."""
-    if len(given) != len(captured):
-        raise _C.ValueError(f"[{op}] captured with {len(captured)} input tensors, called with {len(given)}")
-    for c, x in zip(captured, given):
-        if c.shape != x.shape or c.dtype != x.dtype or c.device != x.device:
-            raise _C.ValueError(f"[{op}] an input of shape {list(x.shape)}, {x.dtype} on {x.device} does not match "
-                                f"the one captured ({list(c.shape)}, {c.dtype} on {c.device})")
+def _with_tensors(like, tensors):
+    """like (tensors nested in mappings and sequences) with its tensors replaced by tensors, in order."""
+    it = iter(tensors)
+    return map_nested(like, is_tensor, lambda t: next(it))
 
 
-def _unflatten(flat, like):
-    """flat's tensors in the nesting of like (a tensor, or nested tuples/lists of tensors)."""
-    it = iter(flat)
+def _skeleton(data):
+    """data without its tensors: what a replay cannot change."""
+    return map_nested(data, is_tensor, lambda t: None)
 
-    def build(x):
-        if isinstance(x, _C.Tensor):
-            return next(it)
-        return type(x)(build(y) for y in x)
 
-    return build(like)
+class _StaticInputs:
+    """The tensors a graph was captured on (copies or the caller's own) and what surrounds them; check
+    says whether later inputs fit them: the same non-tensor values, tensor shapes, dtypes and devices."""
+
+    def __init__(self, op, inputs, tensors):
+        self.op = op
+        self.skeleton = _skeleton(inputs)
+        self.tensors = tensors
+
+    def check(self, inputs):
+        if _skeleton(inputs) != self.skeleton:
+            raise _C.ValueError(f"[{self.op}] the arguments other than tensors differ from those captured "
+                                f"({self.skeleton!r}, tensors shown as None), which a replay cannot change")
+        given = tensors_in(inputs)
+        for c, x in zip(self.tensors, given):
+            if c.shape != x.shape or c.dtype != x.dtype or c.device != x.device:
+                raise _C.ValueError(f"[{self.op}] an input of shape {list(x.shape)}, {x.dtype} on {x.device} does "
+                                    f"not match the one captured ({list(c.shape)}, {c.dtype} on {c.device})")
+        return given
 
 
 class _GraphedCallable:
     """One callable's forward and backward graphs, their static inputs, outputs and gradients."""
 
     def __init__(self, func, sample_args, num_warmup_iters, allow_unused_input, pool):
-        self.func = func
-        self.user_inputs = _flatten(sample_args, "sample_args")
+        self.user_inputs = _StaticInputs("make_graphed_callables", sample_args, tensors_in(sample_args))
         params = tuple(func.parameters()) if hasattr(func, "parameters") else ()
-        self.inputs = tuple(self.user_inputs) + params  # the static input surface
-        self.sample_args = sample_args
+        self.inputs = tuple(self.user_inputs.tensors) + params  # the static input surface
         needs_grad = [t for t in self.inputs if t.requires_grad]
-        side = _cuda.Stream()
-        prev = _cuda.current_stream()
-        side.wait_stream(prev)
-        _cuda.set_stream(side)
-        try:
+
+        def warm_up():
             for _ in range(num_warmup_iters):
-                outputs = [o for o in _flatten((func(*sample_args),), "outputs") if o.requires_grad]
+                outputs = [o for o in tensors_in(func(*sample_args)) if o.requires_grad]
                 if outputs and needs_grad:
                     grad(outputs, needs_grad, [_C.ones_like(o) for o in outputs], allow_unused=allow_unused_input)
-                del outputs
-        finally:
-            _cuda.set_stream(prev)
-        prev.wait_stream(side)
+
+        _on_side_stream(_cuda.Stream(), warm_up)
         self.fwd = CUDAGraph()
         with graph(self.fwd, pool=pool):
             out = func(*sample_args)
         self.out_like = out
-        self.outputs = _flatten((out,), "outputs")
+        self.outputs = tensors_in(out)
         self.pool = self.fwd.pool()
         self.grad_outputs = [_C.empty_like(o) if o.requires_grad else None for o in self.outputs]
         self.bwd = CUDAGraph()
@@ -124,7 +127,7 @@ class _GraphedCallable:
         class Graphed(Function):
             @staticmethod
             def forward(ctx, *inputs):
-                for s, x in zip(static.user_inputs, inputs):
+                for s, x in zip(static.user_inputs.tensors, inputs):
                     if s.data_ptr() != x.data_ptr():
                         s.copy_(x)
                 static.fwd.replay()
@@ -141,12 +144,11 @@ class _GraphedCallable:
         self.function = Graphed
 
     def __call__(self, *args):
-        flat = _flatten(args, "arguments")
-        _check_like("make_graphed_callables", self.user_inputs, flat)
-        outputs = self.function.apply(*(tuple(flat) + self.inputs[len(self.user_inputs):]))
+        given = self.user_inputs.check(args)
+        outputs = self.function.apply(*(tuple(given) + self.inputs[len(given):]))
         if isinstance(outputs, _C.Tensor):
             outputs = (outputs,)
-        return _unflatten(list(outputs), self.out_like)
+        return _with_tensors(self.out_like, outputs)
 
 
 class graphed_step:
@@ -168,37 +170,22 @@ class graphed_step:
         self.capture_error_mode = capture_error_mode
         self.graph = None
         self.calls = 0
-        self._side = None
+        self._side = _cuda.Stream()
 
     def __call__(self, *inputs):
         self.calls += 1
         if self.calls <= self.warmup:
-            return self._eager(inputs)
-        flat = _flatten(inputs, "graphed_step inputs")
+            return _on_side_stream(self._side, lambda: self.fn(*inputs))
         if self.graph is None:
-            self._static = [x.clone() for x in flat]
-            self._like = inputs
+            self._static = _StaticInputs("graphed_step", inputs, [x.clone() for x in tensors_in(inputs)])
             self.graph = CUDAGraph()
             with graph(self.graph, pool=self.pool, capture_error_mode=self.capture_error_mode):
-                self._outputs = self.fn(*_unflatten(self._static, inputs))
-        _check_like("graphed_step", self._static, flat)
-        for static, x in zip(self._static, flat):
-            static.copy_(x)
+                self._outputs = self.fn(*_with_tensors(inputs, self._static.tensors))
+        else:
+            for static, x in zip(self._static.tensors, self._static.check(inputs)):
+                static.copy_(x)
         self.graph.replay()
         return self._outputs
-
-    def _eager(self, inputs):
-        if self._side is None:
-            self._side = _cuda.Stream()
-        current = _cuda.current_stream()
-        self._side.wait_stream(current)
-        _cuda.set_stream(self._side)
-        try:
-            out = self.fn(*inputs)
-        finally:
-            _cuda.set_stream(current)
-        current.wait_stream(self._side)
-        return out
 
 
 def make_graphed_callables(callables, sample_args, num_warmup_iters=3, allow_unused_input=False, pool=None):

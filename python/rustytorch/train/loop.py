@@ -4,8 +4,9 @@ with exactly the batches, dropout masks and updates the uninterrupted run would 
 Ctrl-C finishes the current step, saves a checkpoint and exits. The forward and the loss run under
 the run's autocast and the backward through its GradScaler (precision.py), which the checkpoints
 also hold. With --cuda-graph the step runs as one CUDA graph after three eager warm-up steps (the
-learning rate in device tensors). Under rtx-run (distributed.py) each rank trains on its part of every global batch, the
-logged losses are the means over the ranks, and rank 0 alone evaluates, writes and shows progress."""
+learning rate in device tensors). Under rtx-run (distributed.py) each rank trains on its part of
+every global batch, the logged losses are the means over the ranks, and rank 0 alone evaluates,
+writes and shows progress."""
 import math
 import signal
 import time
@@ -106,11 +107,11 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
         return loss
 
     run_step = graphed(train_step, args, optimizer, group) if args.cuda_graph else train_step
-    outside = []  # with --cuda-graph: the kernels each replayed step launched outside the graph
+    outside, replays = 0, 0  # with --cuda-graph: kernels the replayed steps launched outside the graph
     with Interrupt() as interrupt:
         while step < total_steps:
             t0 = time.perf_counter()
-            launches = rt.cuda.kernel_launches()
+            launches = rt.cuda.kernel_launches() if args.cuda_graph else 0
             epoch, index = divmod(step, steps_per_epoch)
             if epoch != order_epoch:
                 order_epoch, order = epoch, group.part(epoch_order(args.seed, epoch, task.train_size))
@@ -123,8 +124,9 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
                     param_group["lr"] = lr
             model.train()
             loss_value = run_step(batch).item()
-            if args.cuda_graph and run_step.calls > run_step.warmup + 1:
-                outside.append(rt.cuda.kernel_launches() - launches)
+            if args.cuda_graph and run_step.calls > run_step.warmup + 1:  # a replay, not the capture
+                outside += rt.cuda.kernel_launches() - launches
+                replays += 1
             step += 1
             step_time = time.perf_counter() - t0
             elapsed += step_time
@@ -157,8 +159,8 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
                 print(f"interrupted at step {step}: saved {path}; continue with --resume", flush=True)
                 raise SystemExit(130)
     bar.close()
-    if outside:
-        graph_kernels, per_step = run_step.graph.kernel_count, sum(outside) / len(outside)
+    if replays:
+        graph_kernels, per_step = run_step.graph.kernel_count, outside / replays
         print(f"cuda graph: {graph_kernels} kernels replayed per step, {per_step:.1f} launched outside it: "
               f"{100 * graph_kernels / (graph_kernels + per_step):.1f}% of the step's kernels ran from the graph",
               flush=True)

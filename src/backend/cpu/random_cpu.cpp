@@ -14,6 +14,8 @@
 namespace rtx::cpu {
 namespace {
 
+using rtx::detail::RandomCounters;
+
 // Elements below which splitting across threads costs more than it saves (a Philox block per 2-4 values).
 constexpr int64_t kRandomGrain = 8192;
 
@@ -52,7 +54,7 @@ constexpr int64_t kBatch = 64;
 
 // The values of counters c0 .. c0 + count - 1 of draw's stream at rng, in order, into v.
 template <typename Draw>
-inline __attribute__((always_inline)) void draw_counters(const Draw& draw, const rtx::detail::RandomCounters& rng, int64_t c0,
+inline __attribute__((always_inline)) void draw_counters(const Draw& draw, const RandomCounters& rng, int64_t c0,
                                                         int64_t count, typename Draw::value_type* v) {
   for (int64_t c = 0; c < count; ++c)
     draw(philox::block(rng.seed, rng.offset + static_cast<uint64_t>(c0 + c)), v + c * Draw::kPerCounter);
@@ -62,7 +64,7 @@ inline __attribute__((always_inline)) void draw_counters(const Draw& draw, const
 // The same, compiled for CPUs with FMA instructions: the draws' fma calls become single instructions
 // instead of libm calls. Both round once, so the values are identical.
 template <typename Draw>
-__attribute__((target("fma"))) void draw_counters_fma(const Draw& draw, const rtx::detail::RandomCounters& rng, int64_t c0,
+__attribute__((target("fma"))) void draw_counters_fma(const Draw& draw, const RandomCounters& rng, int64_t c0,
                                                      int64_t count, typename Draw::value_type* v) {
   draw_counters(draw, rng, c0, count, v);
 }
@@ -77,7 +79,7 @@ bool cpu_has_fma() {
 
 // Calls emit(i, value) for i in [b, e) in order, value being element i of draw's stream at rng.
 template <typename Draw, typename Emit>
-void draw_range(const Draw& draw, const rtx::detail::RandomCounters& rng, int64_t b, int64_t e, const Emit& emit) {
+void draw_range(const Draw& draw, const RandomCounters& rng, int64_t b, int64_t e, const Emit& emit) {
   constexpr int64_t k = Draw::kPerCounter;
   typename Draw::value_type v[kBatch * k];
   const int64_t c_end = (e + k - 1) / k;
@@ -96,7 +98,7 @@ void draw_range(const Draw& draw, const rtx::detail::RandomCounters& rng, int64_
 
 // Element i of out (T, any layout) = store(value i of draw's stream, i), in parallel.
 template <typename T, typename Draw, typename Store>
-void generate(const Tensor& out, const rtx::detail::RandomCounters& rng, const Draw& draw, const Store& store) {
+void generate(const Tensor& out, const RandomCounters& rng, const Draw& draw, const Store& store) {
   const bool contiguous = out.is_contiguous();
   T* const data = static_cast<T*>(out.data_ptr());
   parallel_for(out.numel(), kRandomGrain, [&](int64_t b, int64_t e) {
@@ -112,28 +114,28 @@ void generate(const Tensor& out, const rtx::detail::RandomCounters& rng, const D
   });
 }
 
-void uniform_cpu(const Tensor& out, const rtx::detail::RandomCounters& rng, double from, double to) {
+void uniform_cpu(const Tensor& out, const RandomCounters& rng, double from, double to) {
   RTX_DISPATCH_FLOATS(out.dtype(), "uniform_", [&] {
     const philox::UniformDraw<philox::Digits<scalar_t>::value> draw{from, to - from};
     generate<scalar_t>(out, rng, draw, [](double v, int64_t) { return static_cast<scalar_t>(v); });
   });
 }
 
-void normal_cpu(const Tensor& out, const rtx::detail::RandomCounters& rng, double mean, double std) {
+void normal_cpu(const Tensor& out, const RandomCounters& rng, double mean, double std) {
   RTX_DISPATCH_FLOATS(out.dtype(), "normal_", [&] {
     const philox::NormalDraw<philox::Digits<scalar_t>::value> draw{mean, std};
     generate<scalar_t>(out, rng, draw, [](double v, int64_t) { return static_cast<scalar_t>(v); });
   });
 }
 
-void randint_cpu(const Tensor& out, const rtx::detail::RandomCounters& rng, int64_t low, uint64_t range) {
+void randint_cpu(const Tensor& out, const RandomCounters& rng, int64_t low, uint64_t range) {
   RTX_DISPATCH_ALL(out.dtype(), "randint", [&] {
     generate<scalar_t>(out, rng, philox::RandintDraw{low, range},
                        [](int64_t v, int64_t) { return static_cast<scalar_t>(v); });
   });
 }
 
-void bernoulli_cpu(const Tensor& out, const rtx::detail::RandomCounters& rng, const Tensor& p) {
+void bernoulli_cpu(const Tensor& out, const RandomCounters& rng, const Tensor& p) {
   const double* probs = p.data_ptr<double>();
   RTX_DISPATCH_ALL(out.dtype(), "bernoulli", [&] {
     generate<scalar_t>(out, rng, philox::BernoulliDraw{},
@@ -141,7 +143,7 @@ void bernoulli_cpu(const Tensor& out, const rtx::detail::RandomCounters& rng, co
   });
 }
 
-void bernoulli_scalar_cpu(const Tensor& out, const rtx::detail::RandomCounters& rng, double p) {
+void bernoulli_scalar_cpu(const Tensor& out, const RandomCounters& rng, double p) {
   RTX_DISPATCH_ALL(out.dtype(), "bernoulli", [&] {
     generate<scalar_t>(out, rng, philox::BernoulliDraw{},
                        [p](double u, int64_t) { return static_cast<scalar_t>(u < p ? 1 : 0); });
@@ -173,7 +175,7 @@ std::vector<int64_t> stable_argsort(const std::vector<uint64_t>& keys) {
   return order;
 }
 
-void randperm_cpu(const Tensor& out, const rtx::detail::RandomCounters& rng) {
+void randperm_cpu(const Tensor& out, const RandomCounters& rng) {
   const int64_t n = out.numel();
   std::vector<uint64_t> keys(static_cast<size_t>(n));
   parallel_for(n, kRandomGrain, [&](int64_t b, int64_t e) {
@@ -190,7 +192,7 @@ void randperm_cpu(const Tensor& out, const rtx::detail::RandomCounters& rng) {
 
 // num_samples categories of one row by inverse CDF; sample s uses the uniform of logical index first + s.
 void sample_with_replacement(const double* w, int64_t cats, int64_t* out, int64_t num_samples,
-                             const rtx::detail::RandomCounters& rng, int64_t first) {
+                             const RandomCounters& rng, int64_t first) {
   std::vector<double> cumulative(static_cast<size_t>(cats));
   double total = 0.0;
   int64_t last_positive = 0;
@@ -210,7 +212,7 @@ void sample_with_replacement(const double* w, int64_t cats, int64_t* out, int64_
 // num_samples distinct categories of one row: the largest keys log(u) / w (an exponential race);
 // category c uses the uniform of logical index first + c.
 void sample_without_replacement(const double* w, int64_t cats, int64_t* out, int64_t num_samples,
-                                const rtx::detail::RandomCounters& rng, int64_t first) {
+                                const RandomCounters& rng, int64_t first) {
   std::vector<double> keys(static_cast<size_t>(cats));
   parallel_for(cats, kRandomGrain, [&](int64_t b, int64_t e) {
     draw_range(philox::LogUniformDraw{}, rng, first + b, first + e, [&](int64_t i, double log_u) {
@@ -228,7 +230,7 @@ void sample_without_replacement(const double* w, int64_t cats, int64_t* out, int
   std::copy(order.begin(), order.begin() + num_samples, out);
 }
 
-void multinomial_cpu(const Tensor& out, const rtx::detail::RandomCounters& rng, const Tensor& weights, bool replacement) {
+void multinomial_cpu(const Tensor& out, const RandomCounters& rng, const Tensor& weights, bool replacement) {
   const int64_t rows = weights.size(0), cats = weights.size(1), num_samples = out.size(1);
   const double* w = weights.data_ptr<double>();
   int64_t* o = out.data_ptr<int64_t>();

@@ -225,7 +225,8 @@ static void close_capture(CUDAGraph::State& s) {
 
 void CUDAGraph::capture_end() {
   State& s = *state_;
-  RTX_CHECK(s.capturing, GraphCaptureError, "[CUDAGraph.capture_end] no capture is under way: call capture_begin first");
+  RTX_CHECK(s.capturing, GraphCaptureError,
+            "[CUDAGraph.capture_end] no capture is under way: call capture_begin first");
   RTX_CHECK(detail::current_stream_handle(s.device) == s.stream, GraphCaptureError,
             "[CUDAGraph.capture_end] the current stream of cuda:{} is not the one the capture began on: end the "
             "capture inside the same stream context",

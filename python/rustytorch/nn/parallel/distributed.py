@@ -8,7 +8,7 @@ import contextlib
 
 from ... import _C
 from ... import distributed as dist
-from ...utils.data.collate import map_nested
+from ...utils.data.collate import is_tensor, map_nested, tensors_in
 from ..module import Module
 
 _d = _C._distributed
@@ -19,20 +19,9 @@ _DEFAULT_FIRST_BUCKET_BYTES = 1024 * 1024
 _BROADCAST_BUCKET_BYTES = 250 * 1024 * 1024
 
 
-def _is_tensor(obj):
-    return isinstance(obj, _C.Tensor)
-
-
-def _tensors_in(obj):
-    """Every tensor of a (nested) forward output."""
-    found = []
-    map_nested(obj, _is_tensor, found.append)
-    return found
-
-
 def _moved(obj, device):
     """obj with its tensors (nested in mappings and sequences) moved to device."""
-    return map_nested(obj, _is_tensor, lambda t: t.to(device))
+    return map_nested(obj, is_tensor, lambda t: t.to(device))
 
 
 class DistributedDataParallel(Module):
@@ -103,7 +92,7 @@ class DistributedDataParallel(Module):
         output = self.module(*inputs, **kwargs)
         if sync:
             search = self.find_unused_parameters or self.static_graph
-            self.reducer.prepare_for_backward(_tensors_in(output) if search else [])
+            self.reducer.prepare_for_backward(tensors_in(output) if search else [])
         return output
 
     @contextlib.contextmanager

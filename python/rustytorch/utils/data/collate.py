@@ -53,6 +53,17 @@ def map_nested(data, is_leaf, fn):
     return data
 
 
+def is_tensor(x):
+    return isinstance(x, _C.Tensor)
+
+
+def tensors_in(data):
+    """Every tensor nested in data's mappings and sequences, in map_nested's order."""
+    found = []
+    map_nested(data, is_tensor, found.append)
+    return found
+
+
 def _rebuild_mapping(like, items):
     """items (a dict) in like's mapping type where that type can be built or copied, else a dict."""
     try:
