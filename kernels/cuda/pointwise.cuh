@@ -6,7 +6,8 @@
 // moves one 128-bit vector per operand (the tail is done element by element); otherwise dims are
 // collapsed and each thread computes its operands' offsets, with 32-bit index math and
 // multiply-shift division when every offset fits, 64-bit otherwise. Functors compute in opmath_t
-// (float for the 16-bit floats), as on the CPU.
+// (float for the 16-bit floats), as on the CPU. Both kernels are dependent launches
+// (kernels/cuda/dependent_launch.cuh).
 #pragma once
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "core/shape.h"
 #include "kernels/common/opmath.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/dependent_launch.cuh"
 #include "rtx/tensor.h"
 
 namespace rtx::cuda {
@@ -129,8 +131,9 @@ __device__ __forceinline__ void apply_vector(const F& f, int64_t n, int64_t v, c
 }
 
 template <int Vec, typename F, typename Out, typename... In>
-__global__ void pointwise_vector_kernel(int64_t n, F f, HostNumbers<sizeof...(In)> host, Out* __restrict__ out,
-                                        const In* __restrict__... in) {
+__global__ void pointwise_vector_kernel(int64_t n, F f, HostNumbers<sizeof...(In)> host, Out* out, const In*... in) {
+  wait_for_prior_grids();
+  allow_dependents_to_launch();
   const int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   apply_vector<Vec, Out, In...>(f, n, v, host, std::index_sequence_for<In...>{}, out, in...);
 }
@@ -152,6 +155,8 @@ template <typename index_t, typename F, typename Out, typename... In>
 __global__ void pointwise_strided_kernel(index_t n, F f, HostNumbers<sizeof...(In)> host,
                                          BasePointers<1 + sizeof...(In)> base,
                                          OffsetCalculator<1 + sizeof...(In), index_t> calc) {
+  wait_for_prior_grids();
+  allow_dependents_to_launch();
   const index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   index_t off[1 + sizeof...(In)];
@@ -218,9 +223,8 @@ void pointwise_launch(const Tensor& out, const F& f, std::index_sequence<I...>, 
     return p == nullptr || (t.is_contiguous() && reinterpret_cast<uintptr_t>(p) % (bytes * kVec) == 0);
   };
   if ((vectorizable(out, out.data_ptr(), sizeof(Out)) && ... && vectorizable(ins, in[I], sizeof(In)))) {
-    pointwise_vector_kernel<kVec, F, Out, In...><<<grid_for((n + kVec - 1) / kVec), kBlockSize, 0, scope.stream()>>>(
-        n, f, host, static_cast<Out*>(out.data_ptr()), static_cast<const In*>(in[I])...);
-    RTX_CUDA_CHECK_LAUNCH();
+    launch_dependent(pointwise_vector_kernel<kVec, F, Out, In...>, grid_for((n + kVec - 1) / kVec), kBlockSize, scope, n, f, host,
+                     static_cast<Out*>(out.data_ptr()), static_cast<const In*>(in[I])...);
     return;
   }
   const std::array<const Tensor*, N> ops{&out, &ins...};
@@ -230,13 +234,12 @@ void pointwise_launch(const Tensor& out, const F& f, std::index_sequence<I...>, 
             kMaxDims, g.sizes.size());
   const BasePointers<N> base{{static_cast<char*>(out.data_ptr()), static_cast<char*>(const_cast<void*>(in[I]))...}};
   if (fits_32bit<N>(g, n)) {
-    pointwise_strided_kernel<uint32_t, F, Out, In...><<<grid_for(n), kBlockSize, 0, scope.stream()>>>(
-        static_cast<uint32_t>(n), f, host, base, make_offset_calculator<N, uint32_t>(g));
+    launch_dependent(pointwise_strided_kernel<uint32_t, F, Out, In...>, grid_for(n), kBlockSize, scope,
+                     static_cast<uint32_t>(n), f, host, base, make_offset_calculator<N, uint32_t>(g));
   } else {
-    pointwise_strided_kernel<int64_t, F, Out, In...><<<grid_for(n), kBlockSize, 0, scope.stream()>>>(
-        n, f, host, base, make_offset_calculator<N, int64_t>(g));
+    launch_dependent(pointwise_strided_kernel<int64_t, F, Out, In...>, grid_for(n), kBlockSize, scope, n, f, host,
+                     base, make_offset_calculator<N, int64_t>(g));
   }
-  RTX_CUDA_CHECK_LAUNCH();
 }
 
 template <typename Out, typename... In, typename F, typename... Ts>

@@ -178,7 +178,7 @@ def graphed(train_step, args, optimizer, group):
     for param_group in optimizer.param_groups:
         if not (param_group.get("fused") or param_group.get("capturable")):
             raise ValueError("--cuda-graph needs a fused or capturable optimizer (its step counts on the device)")
-        param_group["lr"] = rt.tensor(float(param_group["lr"]), device=args.device)
+        param_group["lr"] = rt.tensor(float(param_group["lr"]), dtype=rt.float64, device=args.device)
     return rt.cuda.graphed_step(train_step)
 
 

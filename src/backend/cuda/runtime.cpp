@@ -71,6 +71,24 @@ void check_device(int device, const char* op) {
             device_count(), device_count() - 1);
 }
 
+bool supports_dependent_launch(int device) {
+#if defined(__HIP_PLATFORM_AMD__) || defined(RTX_USE_HIP)
+  (void)device;
+  return false;
+#else
+  static const std::vector<bool> supported = [] {
+    std::vector<bool> r(static_cast<size_t>(device_count()));
+    for (int d = 0; d < device_count(); ++d) {
+      int major = 0;
+      RTX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d));
+      r[static_cast<size_t>(d)] = major >= 9;
+    }
+    return r;
+  }();
+  return supported[static_cast<size_t>(device)];
+#endif
+}
+
 int resolve_device(int device, const char* op) {
   if (device == -1) return current_device();
   check_device(device, op);

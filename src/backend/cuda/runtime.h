@@ -21,14 +21,21 @@ cudaStream_t current_stream_handle(int device);
 // before that work completes); no effect for other memory.
 void record_pinned_use(const void* ptr, cudaStream_t stream);
 
+// Whether kernels on `device` (a valid index) can be launched as programmatic dependent launches
+// (kernels/cuda/dependent_launch.cuh): compute capability 9.0 and up.
+bool supports_dependent_launch(int device);
+
 // The device and stream a kernel on `device` runs with: the device is current for the scope.
 class KernelScope {
  public:
-  explicit KernelScope(Device device) : guard_(device.index), stream_(current_stream_handle(device.index)) {}
+  explicit KernelScope(Device device)
+      : guard_(device.index), device_(device.index), stream_(current_stream_handle(device.index)) {}
   cudaStream_t stream() const { return stream_; }
+  int device() const { return device_; }
 
  private:
   DeviceGuard guard_;
+  int device_;
   cudaStream_t stream_;
 };
 
