@@ -14,11 +14,12 @@
 // Operands are addressed through their head layouts (Heads below): rows and heads may be strided.
 //
 // Paths, picked by attention_path:
-// - tensor cores (Half/BFloat16, D a multiple of 8 up to 128, every row 16-byte aligned, sm_80+):
-//   warps of 16 rows running mma.sync m16n8k16 with float accumulation on fragments read by ldmatrix
-//   from padded shared tiles that cp.async fills (zeros past the rows and D); D is padded to 64 or 128.
-// - float tiles (float32, D up to 128): 256 threads, 64 x 64 score tiles in 4 x 4 register tiles of
-//   exact float32 arithmetic, operands in padded shared tiles; D padded to 64 or 128.
+// - tensor cores (Half/BFloat16, and float32 when the float32 matmul precision allows TF32; D up to
+//   128 and a multiple of 16 bytes, every row 16-byte aligned, sm_80+): warps of 16 rows running
+//   mma.sync (m16n8k16, or TF32 m16n8k8) with float accumulation on fragments read by ldmatrix from
+//   padded shared tiles that cp.async fills (zeros past the rows and D); D is padded to 64 or 128.
+// - float tiles (float32 otherwise, D up to 128): 256 threads, 64 x 64 score tiles in 4 x 4 register
+//   tiles of exact float32 arithmetic, operands in padded shared tiles; D padded to 64 or 128.
 // - generic (everything else, and every case under HIP): a warp per row with an online softmax over
 //   the keys, D taken in chunks of kGenericSlice values per lane (scores recomputed per chunk).
 #include <algorithm>
@@ -32,6 +33,7 @@
 #include "core/tensor_impl.h"
 #include "kernels/cuda/rows.cuh"
 #include "dispatch/attention.h"
+#include "rtx/settings.h"
 
 namespace rtx::cuda {
 namespace {
@@ -651,29 +653,43 @@ void float_backward(const AttentionShape& sh, Heads<float> dq, Heads<float> dk, 
   });
 }
 
-// ---- tensor cores: Half/BFloat16 through mma.sync m16n8k16 --------------------------------------------
+// ---- tensor cores: Half/BFloat16 through mma.sync m16n8k16, float32 through TF32 m16n8k8 -----------
 //
-// A block has 4 warps of 16 rows each (64 rows). Fragments follow the PTX layouts of
-// mma.m16n8k16: lane = 4 * group + quad holds, of a 16 x 8 accumulator, rows group and group + 8 at
-// columns 2 quad and 2 quad + 1; an accumulator pair of columns 16 kk .. 16 kk + 15 packed to 16 bits
-// is an A fragment for the next product (so P and dS never leave the registers). Shared tiles hold
-// raw 16-bit values in rows padded by 8 elements, which keeps ldmatrix free of bank conflicts.
+// A block has 4 warps of 16 rows each (64 rows). Shared tiles hold the operands' raw bits (`Bits`:
+// 16-bit values, or floats) in rows padded by 16 bytes, which keeps ldmatrix free of bank conflicts;
+// cp.async fills them (zeros past the rows and D). The kernels are written once over MmaOps<T>,
+// which gives the A fragment of 16 rows by a 16-deep slice (AFrag) and the two tile products:
+// - Half/BFloat16: mma.m16n8k16, whose lane = 4 * group + quad holds, of a 16 x 8 accumulator, rows
+//   group and group + 8 at columns 2 quad and 2 quad + 1; an accumulator pair of columns
+//   16 kk .. 16 kk + 15 packed to 16 bits is an A fragment for the next product.
+// - float (TF32, when the float32 matmul precision is not "highest"): two mma.m16n8k8 per 16-deep
+//   slice, operands rounded to TF32 (cvt.rna). The accumulators of an 8-column block are an A
+//   fragment once its k slots are permuted (slot quad = column 2 quad, slot quad + 4 = column
+//   2 quad + 1); products with such an A read their B rows in the same permuted order.
+// Either way P and dS never leave the registers.
 
 constexpr int kMmaWarps = 4;
 constexpr int kMmaThreads = kMmaWarps * 32;
 constexpr int kMmaRows = 16 * kMmaWarps;  // rows a block owns (queries or keys)
+constexpr int kMmaKeys = 64;              // keys per tile of the forward
 
-template <int kD>
-constexpr int kMmaRowStride = kD + 8;
+template <typename Bits, int kD>
+constexpr int kMmaRowStride = kD + 16 / static_cast<int>(sizeof(Bits));
 // Rows of the tiles a backward kernel streams (fewer for 128-wide heads, whose accumulators are twice
 // as large, to stay within the registers).
 template <int kD>
 constexpr int kMmaStreamRows = kD > 64 ? 32 : 64;
 
+template <typename Bits>
+constexpr size_t mma_forward_shared_bytes(int d_pad) {
+  return sizeof(Bits) * 2 * kMmaKeys * (d_pad + 16 / sizeof(Bits));  // a key tile and a value tile
+}
+template <typename Bits>
 constexpr size_t mma_backward_shared_bytes(int d_pad) {
   const int stream_rows = d_pad > 64 ? 32 : 64;
   // two resident tiles of kMmaRows rows, two double-buffered streamed tiles, lse and dl per stream row
-  return sizeof(uint16_t) * (2 * kMmaRows + 4 * stream_rows) * (d_pad + 8) + sizeof(float) * 4 * stream_rows;
+  return sizeof(Bits) * (2 * kMmaRows + 4 * stream_rows) * (d_pad + 16 / sizeof(Bits)) +
+         sizeof(float) * 4 * stream_rows;
 }
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
@@ -703,8 +719,9 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
-// Four 8 x 8 matrices of 16-bit values; lane l gives the address of row l % 8 of matrix l / 8.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* p) {
+// Four 8 x 8 matrices of 16-bit values (8 x 4 of 32-bit ones); lane l gives the address of row l % 8
+// of matrix l / 8, and gets of matrix m, in r[m], the 32 bits at row l / 4, word l % 4.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -713,7 +730,7 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* p)
   __trap();
 #endif
 }
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t* p) {
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -723,7 +740,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16
 #endif
 }
 
-// c += a b for a 16 x 16 A fragment and a 16 x 8 B fragment (b0, b1), float accumulation.
+// c += a b for a 16 x 16 A fragment and a 16 x 8 B fragment (b0, b1) of T, float accumulation.
 template <typename T>
 __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -745,101 +762,208 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
 #endif
 }
 
-// Two floats rounded to T, lo in the low half.
-template <typename T>
-__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
-  return static_cast<uint32_t>(to_storage<T>(lo).bits) | (static_cast<uint32_t>(to_storage<T>(hi).bits) << 16);
+// c += a b for a 16 x 8 TF32 A fragment (a[0..3]) and an 8 x 8 B fragment (b0, b1).
+__device__ __forceinline__ void mma_1688_tf32(float (&c)[4], const uint32_t* a, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();
+#endif
 }
 
-// The A fragment of columns 16 kk .. 16 kk + 15 of a row of accumulators.
-template <typename T, int kN>
-__device__ __forceinline__ void accumulators_to_a(uint32_t (&a)[4], const float (&c)[kN][4], int kk) {
-  a[0] = pack_pair<T>(c[2 * kk][0], c[2 * kk][1]);
-  a[1] = pack_pair<T>(c[2 * kk][2], c[2 * kk][3]);
-  a[2] = pack_pair<T>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
-  a[3] = pack_pair<T>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+// x rounded to TF32 (to nearest, ties away from zero), as the bits mma takes.
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+#endif
+  return r;
 }
+__device__ __forceinline__ uint32_t bits_to_tf32(uint32_t bits) { return to_tf32(__uint_as_float(bits)); }
+
+template <typename T>
+struct MmaOps;
+
+// Half and BFloat16: one m16n8k16 per 16 x 8 block and 16-deep slice.
+template <typename T>
+struct MmaOps16 {
+  using Bits = uint16_t;
+  using AFrag = uint32_t[4];
+
+  // Two floats rounded to T, lo in the low half.
+  static __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
+    return static_cast<uint32_t>(to_storage<T>(lo).bits) | (static_cast<uint32_t>(to_storage<T>(hi).bits) << 16);
+  }
+
+  // The A fragment of 16 rows (from row0) of a shared tile, columns 16 kk .. 16 kk + 15.
+  template <int kD>
+  static __device__ __forceinline__ void load_a(AFrag& a, const Bits* tile, int row0, int kk, int lane) {
+    ldmatrix_x4(a, tile + (row0 + lane % 16) * kMmaRowStride<Bits, kD> + kk * 16 + (lane / 16) * 8);
+  }
+
+  // The A fragment of columns 16 kk .. 16 kk + 15 of a row of accumulators.
+  template <int kN>
+  static __device__ __forceinline__ void accumulators_to_a(AFrag& a, const float (&c)[kN][4], int kk) {
+    a[0] = pack_pair(c[2 * kk][0], c[2 * kk][1]);
+    a[1] = pack_pair(c[2 * kk][2], c[2 * kk][3]);
+    a[2] = pack_pair(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[3] = pack_pair(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+  }
+
+  // c[2 np], c[2 np + 1] += a * B for B^T = the 16 rows from row0 + 16 np of a shared tile (B: their
+  // columns 16 kk .. 16 kk + 15, as the k dimension). a comes from load_a.
+  template <int kD, int kN>
+  static __device__ __forceinline__ void mma_rows_transposed(float (&c)[kN][4], const AFrag& a, const Bits* tile,
+                                                             int row0, int kk, int np, int lane) {
+    uint32_t b[4];
+    ldmatrix_x4(b, tile + (row0 + np * 16 + (lane / 16) * 8 + lane % 8) * kMmaRowStride<Bits, kD> + kk * 16 +
+                       ((lane / 8) % 2) * 8);
+    mma_16816<T>(c[2 * np], a, b[0], b[1]);
+    mma_16816<T>(c[2 * np + 1], a, b[2], b[3]);
+  }
+
+  // c[2 np], c[2 np + 1] += a * B for B = rows 16 kk .. 16 kk + 15 of a shared tile, columns
+  // 16 np .. 16 np + 15. a comes from accumulators_to_a.
+  template <int kD, int kN>
+  static __device__ __forceinline__ void mma_rows(float (&c)[kN][4], const AFrag& a, const Bits* tile, int kk,
+                                                  int np, int lane) {
+    uint32_t b[4];
+    ldmatrix_x4_trans(b, tile + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * kMmaRowStride<Bits, kD> + np * 16 +
+                             (lane / 16) * 8);
+    mma_16816<T>(c[2 * np], a, b[0], b[1]);
+    mma_16816<T>(c[2 * np + 1], a, b[2], b[3]);
+  }
+
+  // Columns c and c + 1 of a row.
+  static __device__ __forceinline__ void store_pair(Bits* dst, float x, float y) {
+    *reinterpret_cast<uint32_t*>(dst) = pack_pair(x, y);
+  }
+};
+template <>
+struct MmaOps<Half> : MmaOps16<Half> {};
+template <>
+struct MmaOps<BFloat16> : MmaOps16<BFloat16> {};
+
+// float32 through TF32: two m16n8k8 per 16 x 8 block and 16-deep slice (j = 0, 1: its 8-deep halves).
+template <>
+struct MmaOps<float> {
+  using Bits = float;
+  using AFrag = uint32_t[8];  // [4 j + i]: register i of half j
+
+  template <int kD>
+  static __device__ __forceinline__ void load_a(AFrag& a, const Bits* tile, int row0, int kk, int lane) {
+    const Bits* p = tile + (row0 + lane % 16) * kMmaRowStride<Bits, kD> + kk * 16 + (lane / 16) * 4;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      uint32_t r[4];
+      ldmatrix_x4(r, p + 8 * j);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[4 * j + i] = bits_to_tf32(r[i]);
+    }
+  }
+
+  template <int kN>
+  static __device__ __forceinline__ void accumulators_to_a(AFrag& a, const float (&c)[kN][4], int kk) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {  // k slots permuted: slot quad = column 2 quad, quad + 4 = 2 quad + 1
+      a[4 * j] = to_tf32(c[2 * kk + j][0]);
+      a[4 * j + 1] = to_tf32(c[2 * kk + j][2]);
+      a[4 * j + 2] = to_tf32(c[2 * kk + j][1]);
+      a[4 * j + 3] = to_tf32(c[2 * kk + j][3]);
+    }
+  }
+
+  template <int kD, int kN>
+  static __device__ __forceinline__ void mma_rows_transposed(float (&c)[kN][4], const AFrag& a, const Bits* tile,
+                                                             int row0, int kk, int np, int lane) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t b[4];  // words 0-3, 4-7, 8-11, 12-15 of the slice, rows group of block h
+      ldmatrix_x4(b, tile + (row0 + np * 16 + h * 8 + lane % 8) * kMmaRowStride<Bits, kD> + kk * 16 + (lane / 8) * 4);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) b[i] = bits_to_tf32(b[i]);
+      mma_1688_tf32(c[2 * np + h], a, b[0], b[1]);
+      mma_1688_tf32(c[2 * np + h], a + 4, b[2], b[3]);
+    }
+  }
+
+  template <int kD, int kN>
+  static __device__ __forceinline__ void mma_rows(float (&c)[kN][4], const AFrag& a, const Bits* tile, int kk,
+                                                  int np, int lane) {
+    constexpr int kStride = kMmaRowStride<Bits, kD>;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      // B's k slots in a's order: rows 2 quad and 2 quad + 1 of this 8-deep half.
+      const Bits* rows = tile + (kk * 16 + 8 * j + 2 * (lane % 4)) * kStride + np * 16 + lane / 4;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        mma_1688_tf32(c[2 * np + h], a + 4 * j, to_tf32(rows[8 * h]), to_tf32(rows[kStride + 8 * h]));
+    }
+  }
+
+  static __device__ __forceinline__ void store_pair(Bits* dst, float x, float y) {
+    *reinterpret_cast<float2*>(dst) = make_float2(x, y);
+  }
+};
+
+template <typename T>
+using MmaBits = typename MmaOps<T>::Bits;
 
 // Rows [row0, row0 + kRows) of a [rows, d] matrix with rows ld apart into a shared tile
-// (asynchronously), zeros past `rows` and d (d % 8 == 0, every row 16-byte aligned).
-template <int kRows, int kD>
-__device__ __forceinline__ void load_mma_tile(uint16_t* tile, const uint16_t* src, int64_t row0, int64_t rows,
-                                              int d, int64_t ld) {
-  constexpr int kChunks = kD / 8;
+// (asynchronously), zeros past `rows` and d (d a multiple of 16 bytes' elements, every row 16-byte
+// aligned).
+template <int kRows, int kD, typename Bits>
+__device__ __forceinline__ void load_mma_tile(Bits* tile, const Bits* src, int64_t row0, int64_t rows, int d,
+                                              int64_t ld) {
+  constexpr int kPerChunk = 16 / sizeof(Bits), kChunks = kD / kPerChunk;
   for (int idx = threadIdx.x; idx < kRows * kChunks; idx += kMmaThreads) {
-    const int r = idx / kChunks, c = (idx % kChunks) * 8;
+    const int r = idx / kChunks, c = (idx % kChunks) * kPerChunk;
     const int64_t row = row0 + r;
     const bool valid = row < rows && c < d;
-    cp_async_16(tile + r * kMmaRowStride<kD> + c, valid ? src + row * ld + c : src, valid);
+    cp_async_16(tile + r * kMmaRowStride<Bits, kD> + c, valid ? src + row * ld + c : src, valid);
   }
-}
-
-// The A fragment of this warp's 16 rows (from row0) of a shared tile, columns 16 kk .. 16 kk + 15.
-template <int kD>
-__device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* tile, int row0, int kk, int lane) {
-  ldmatrix_x4(a, tile + (row0 + lane % 16) * kMmaRowStride<kD> + kk * 16 + (lane / 16) * 8);
-}
-
-// c[2 np], c[2 np + 1] += a * B for B^T = the 16 rows from row0 of a shared tile (B: 16 columns
-// 16 kk .. 16 kk + 15 of those rows, as the k dimension).
-template <typename T, int kD, int kN>
-__device__ __forceinline__ void mma_rows_transposed(float (&c)[kN][4], const uint32_t (&a)[4], const uint16_t* tile,
-                                                    int row0, int kk, int np, int lane) {
-  uint32_t b[4];
-  ldmatrix_x4(b, tile + (row0 + np * 16 + (lane / 16) * 8 + lane % 8) * kMmaRowStride<kD> + kk * 16 +
-                     ((lane / 8) % 2) * 8);
-  mma_16816<T>(c[2 * np], a, b[0], b[1]);
-  mma_16816<T>(c[2 * np + 1], a, b[2], b[3]);
-}
-
-// c[2 np], c[2 np + 1] += a * B for B = rows 16 kk .. 16 kk + 15 of a shared tile, columns
-// 16 np .. 16 np + 15.
-template <typename T, int kD, int kN>
-__device__ __forceinline__ void mma_rows(float (&c)[kN][4], const uint32_t (&a)[4], const uint16_t* tile, int kk,
-                                         int np, int lane) {
-  uint32_t b[4];
-  ldmatrix_x4_trans(b, tile + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * kMmaRowStride<kD> + np * 16 +
-                           (lane / 16) * 8);
-  mma_16816<T>(c[2 * np], a, b[0], b[1]);
-  mma_16816<T>(c[2 * np + 1], a, b[2], b[3]);
 }
 
 // Stores rows `row` of a warp's D-wide accumulators (half r: 0 for row group, 1 for group + 8),
 // times factor, into a [rows, d] matrix with rows ld apart.
 template <typename T, int kD>
-__device__ __forceinline__ void store_mma_row(uint16_t* dst, const float (&acc)[kD / 8][4], int r, float factor,
+__device__ __forceinline__ void store_mma_row(MmaBits<T>* dst, const float (&acc)[kD / 8][4], int r, float factor,
                                               int64_t row, int d, int64_t ld, int lane) {
 #pragma unroll
   for (int n = 0; n < kD / 8; ++n) {
     const int c = n * 8 + (lane % 4) * 2;
-    if (c < d)
-      *reinterpret_cast<uint32_t*>(dst + row * ld + c) =
-          pack_pair<T>(acc[n][2 * r] * factor, acc[n][2 * r + 1] * factor);
+    if (c < d) MmaOps<T>::store_pair(dst + row * ld + c, acc[n][2 * r] * factor, acc[n][2 * r + 1] * factor);
   }
 }
 
 template <typename T, int kD, bool kCausal>
 __global__ void __launch_bounds__(kMmaThreads)
-    attention_mma_kernel(Heads<uint16_t> out, float* lse, Heads<const uint16_t> q, Heads<const uint16_t> k,
-                         Heads<const uint16_t> v, int64_t bh, int64_t L, int64_t S, int d, int64_t q_tiles,
+    attention_mma_kernel(Heads<MmaBits<T>> out, float* lse, Heads<const MmaBits<T>> q, Heads<const MmaBits<T>> k,
+                         Heads<const MmaBits<T>> v, int64_t bh, int64_t L, int64_t S, int d, int64_t q_tiles,
                          float scale_log2) {
-  constexpr int kStride = kMmaRowStride<kD>, kKeys = 64;
-  __shared__ alignas(16) uint16_t s_k[kKeys * kStride];
-  __shared__ alignas(16) uint16_t s_v[kKeys * kStride];  // the query tile first
+  using Ops = MmaOps<T>;
+  using Bits = MmaBits<T>;
+  constexpr int kStride = kMmaRowStride<Bits, kD>, kKeys = kMmaKeys;
+  Bits* s_k = shared_as<Bits>();
+  Bits* s_v = s_k + kKeys * kStride;  // the query tile first
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t head = blockIdx.x % bh;
   const int64_t q0 = (q_tiles - 1 - blockIdx.x / bh) * kMmaRows;  // the longest causal rows first
-  const uint16_t* kh = k.head(head);
-  const uint16_t* vh = v.head(head);
+  const Bits* kh = k.head(head);
+  const Bits* vh = v.head(head);
   const int64_t k_ld = k.layout.row, v_ld = v.layout.row;
   load_mma_tile<kMmaRows, kD>(s_v, q.head(head), q0, L, d, q.layout.row);
   load_mma_tile<kKeys, kD>(s_k, kh, 0, S, d, k_ld);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
-  uint32_t qa[kD / 16][4];
+  typename Ops::AFrag qa[kD / 16];
 #pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) load_a<kD>(qa[kk], s_v, warp * 16, kk, lane);
+  for (int kk = 0; kk < kD / 16; ++kk) Ops::template load_a<kD>(qa[kk], s_v, warp * 16, kk, lane);
   __syncthreads();  // the query tile is in registers before the value tiles overwrite it
 
   // Scores are kept in the log2 domain: x = s * scale * log2(e).
@@ -853,7 +977,7 @@ __global__ void __launch_bounds__(kMmaThreads)
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk)
 #pragma unroll
-      for (int np = 0; np < kKeys / 16; ++np) mma_rows_transposed<T, kD>(s, qa[kk], s_k, 0, kk, np, lane);
+      for (int np = 0; np < kKeys / 16; ++np) Ops::template mma_rows_transposed<kD>(s, qa[kk], s_k, 0, kk, np, lane);
 
     const bool masked = kv0 + kKeys > S || (kCausal && kv0 + kKeys - 1 > q0);
 #pragma unroll
@@ -894,10 +1018,10 @@ __global__ void __launch_bounds__(kMmaThreads)
     cp_async_commit();
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
-      uint32_t pa[4];
-      accumulators_to_a<T>(pa, s, kk);
+      typename Ops::AFrag pa;
+      Ops::accumulators_to_a(pa, s, kk);
 #pragma unroll
-      for (int np = 0; np < kD / 16; ++np) mma_rows<T, kD>(o, pa, s_v, kk, np, lane);
+      for (int np = 0; np < kD / 16; ++np) Ops::template mma_rows<kD>(o, pa, s_v, kk, np, lane);
     }
     cp_async_wait<0>();
     __syncthreads();  // the next key tile is in place and every warp is done with the value tile
@@ -918,22 +1042,24 @@ __global__ void __launch_bounds__(kMmaThreads)
 // which stream through double-buffered shared tiles with their lse (log2 domain) and dl.
 template <typename T, int kD, bool kCausal>
 __global__ void __launch_bounds__(kMmaThreads)
-    attention_mma_dkdv_kernel(Heads<uint16_t> dk, Heads<uint16_t> dv, Heads<const uint16_t> g,
-                              Heads<const uint16_t> q, Heads<const uint16_t> k, Heads<const uint16_t> v,
+    attention_mma_dkdv_kernel(Heads<MmaBits<T>> dk, Heads<MmaBits<T>> dv, Heads<const MmaBits<T>> g,
+                              Heads<const MmaBits<T>> q, Heads<const MmaBits<T>> k, Heads<const MmaBits<T>> v,
                               const float* lse, const float* dl, int64_t bh, int64_t L, int64_t S, int d, float scale,
                               float scale_log2) {
-  constexpr int kStride = kMmaRowStride<kD>, kQ = kMmaStreamRows<kD>;
-  uint16_t* s_k = shared_as<uint16_t>();
-  uint16_t* s_v = s_k + kMmaRows * kStride;
-  uint16_t* s_q = s_v + kMmaRows * kStride;  // [2][kQ * kStride]
-  uint16_t* s_g = s_q + 2 * kQ * kStride;    // [2][kQ * kStride]
+  using Ops = MmaOps<T>;
+  using Bits = MmaBits<T>;
+  constexpr int kStride = kMmaRowStride<Bits, kD>, kQ = kMmaStreamRows<kD>;
+  Bits* s_k = shared_as<Bits>();
+  Bits* s_v = s_k + kMmaRows * kStride;
+  Bits* s_q = s_v + kMmaRows * kStride;  // [2][kQ * kStride]
+  Bits* s_g = s_q + 2 * kQ * kStride;    // [2][kQ * kStride]
   float* s_lse = reinterpret_cast<float*>(s_g + 2 * kQ * kStride);  // [2][kQ]
   float* s_dl = s_lse + 2 * kQ;                                      // [2][kQ]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t head = blockIdx.x % bh;
   const int64_t kv0 = blockIdx.x / bh * kMmaRows;  // the longest causal columns first
-  const uint16_t* qh = q.head(head);
-  const uint16_t* gh = g.head(head);
+  const Bits* qh = q.head(head);
+  const Bits* gh = g.head(head);
   const auto load_queries = [&](int64_t q0, int buf) {
     load_mma_tile<kQ, kD>(s_q + buf * kQ * kStride, qh, q0, L, d, q.layout.row);
     load_mma_tile<kQ, kD>(s_g + buf * kQ * kStride, gh, q0, L, d, g.layout.row);
@@ -959,21 +1085,21 @@ __global__ void __launch_bounds__(kMmaThreads)
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();  // this query tile is in place
-    const uint16_t* t_q = s_q + buf * kQ * kStride;
-    const uint16_t* t_g = s_g + buf * kQ * kStride;
+    const Bits* t_q = s_q + buf * kQ * kStride;
+    const Bits* t_g = s_g + buf * kQ * kStride;
     const float* t_lse = s_lse + buf * kQ;
     const float* t_dl = s_dl + buf * kQ;
     // S^T = k q^T and dP^T = v g^T for this warp's keys.
     float p[kQ / 8][4] = {}, ds[kQ / 8][4] = {};
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
-      uint32_t ka[4], va[4];
-      load_a<kD>(ka, s_k, warp * 16, kk, lane);
-      load_a<kD>(va, s_v, warp * 16, kk, lane);
+      typename Ops::AFrag ka, va;
+      Ops::template load_a<kD>(ka, s_k, warp * 16, kk, lane);
+      Ops::template load_a<kD>(va, s_v, warp * 16, kk, lane);
 #pragma unroll
       for (int np = 0; np < kQ / 16; ++np) {
-        mma_rows_transposed<T, kD>(p, ka, t_q, 0, kk, np, lane);
-        mma_rows_transposed<T, kD>(ds, va, t_g, 0, kk, np, lane);
+        Ops::template mma_rows_transposed<kD>(p, ka, t_q, 0, kk, np, lane);
+        Ops::template mma_rows_transposed<kD>(ds, va, t_g, 0, kk, np, lane);
       }
     }
     const bool masked = kCausal && q0 < kv0 + kMmaRows - 1;
@@ -990,13 +1116,13 @@ __global__ void __launch_bounds__(kMmaThreads)
     // dv += P^T g, dk += dS^T q.
 #pragma unroll
     for (int kk = 0; kk < kQ / 16; ++kk) {
-      uint32_t pa[4], dsa[4];
-      accumulators_to_a<T>(pa, p, kk);
-      accumulators_to_a<T>(dsa, ds, kk);
+      typename Ops::AFrag pa, dsa;
+      Ops::accumulators_to_a(pa, p, kk);
+      Ops::accumulators_to_a(dsa, ds, kk);
 #pragma unroll
       for (int np = 0; np < kD / 16; ++np) {
-        mma_rows<T, kD>(acc_v, pa, t_g, kk, np, lane);
-        mma_rows<T, kD>(acc_k, dsa, t_q, kk, np, lane);
+        Ops::template mma_rows<kD>(acc_v, pa, t_g, kk, np, lane);
+        Ops::template mma_rows<kD>(acc_k, dsa, t_q, kk, np, lane);
       }
     }
     __syncthreads();  // every warp is done with this buffer before it is refilled
@@ -1014,19 +1140,21 @@ __global__ void __launch_bounds__(kMmaThreads)
 // through double-buffered shared tiles.
 template <typename T, int kD, bool kCausal>
 __global__ void __launch_bounds__(kMmaThreads)
-    attention_mma_dq_kernel(Heads<uint16_t> dq, Heads<const uint16_t> g, Heads<const uint16_t> q,
-                            Heads<const uint16_t> k, Heads<const uint16_t> v, const float* lse, const float* dl,
+    attention_mma_dq_kernel(Heads<MmaBits<T>> dq, Heads<const MmaBits<T>> g, Heads<const MmaBits<T>> q,
+                            Heads<const MmaBits<T>> k, Heads<const MmaBits<T>> v, const float* lse, const float* dl,
                             int64_t bh, int64_t L, int64_t S, int d, int64_t q_tiles, float scale, float scale_log2) {
-  constexpr int kStride = kMmaRowStride<kD>, kKeys = kMmaStreamRows<kD>;
-  uint16_t* s_q = shared_as<uint16_t>();
-  uint16_t* s_g = s_q + kMmaRows * kStride;
-  uint16_t* s_k = s_g + kMmaRows * kStride;  // [2][kKeys * kStride]
-  uint16_t* s_v = s_k + 2 * kKeys * kStride;  // [2][kKeys * kStride]
+  using Ops = MmaOps<T>;
+  using Bits = MmaBits<T>;
+  constexpr int kStride = kMmaRowStride<Bits, kD>, kKeys = kMmaStreamRows<kD>;
+  Bits* s_q = shared_as<Bits>();
+  Bits* s_g = s_q + kMmaRows * kStride;
+  Bits* s_k = s_g + kMmaRows * kStride;  // [2][kKeys * kStride]
+  Bits* s_v = s_k + 2 * kKeys * kStride;  // [2][kKeys * kStride]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t head = blockIdx.x % bh;
   const int64_t q0 = (q_tiles - 1 - blockIdx.x / bh) * kMmaRows;  // the longest causal rows first
-  const uint16_t* kh = k.head(head);
-  const uint16_t* vh = v.head(head);
+  const Bits* kh = k.head(head);
+  const Bits* vh = v.head(head);
   const auto load_keys = [&](int64_t kv0, int buf) {
     load_mma_tile<kKeys, kD>(s_k + buf * kKeys * kStride, kh, kv0, S, d, k.layout.row);
     load_mma_tile<kKeys, kD>(s_v + buf * kKeys * kStride, vh, kv0, S, d, v.layout.row);
@@ -1052,19 +1180,19 @@ __global__ void __launch_bounds__(kMmaThreads)
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();  // this key tile is in place
-    const uint16_t* t_k = s_k + buf * kKeys * kStride;
-    const uint16_t* t_v = s_v + buf * kKeys * kStride;
+    const Bits* t_k = s_k + buf * kKeys * kStride;
+    const Bits* t_v = s_v + buf * kKeys * kStride;
     // S = q k^T and dP = g v^T for this warp's rows.
     float p[kKeys / 8][4] = {}, ds[kKeys / 8][4] = {};
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
-      uint32_t qa[4], ga[4];
-      load_a<kD>(qa, s_q, warp * 16, kk, lane);
-      load_a<kD>(ga, s_g, warp * 16, kk, lane);
+      typename Ops::AFrag qa, ga;
+      Ops::template load_a<kD>(qa, s_q, warp * 16, kk, lane);
+      Ops::template load_a<kD>(ga, s_g, warp * 16, kk, lane);
 #pragma unroll
       for (int np = 0; np < kKeys / 16; ++np) {
-        mma_rows_transposed<T, kD>(p, qa, t_k, 0, kk, np, lane);
-        mma_rows_transposed<T, kD>(ds, ga, t_v, 0, kk, np, lane);
+        Ops::template mma_rows_transposed<kD>(p, qa, t_k, 0, kk, np, lane);
+        Ops::template mma_rows_transposed<kD>(ds, ga, t_v, 0, kk, np, lane);
       }
     }
     const bool masked = kv0 + kKeys > S || (kCausal && kv0 + kKeys - 1 > q0);
@@ -1080,10 +1208,10 @@ __global__ void __launch_bounds__(kMmaThreads)
     // dq += dS k.
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
-      uint32_t dsa[4];
-      accumulators_to_a<T>(dsa, ds, kk);
+      typename Ops::AFrag dsa;
+      Ops::accumulators_to_a(dsa, ds, kk);
 #pragma unroll
-      for (int np = 0; np < kD / 16; ++np) mma_rows<T, kD>(acc, dsa, t_k, kk, np, lane);
+      for (int np = 0; np < kD / 16; ++np) Ops::template mma_rows<kD>(acc, dsa, t_k, kk, np, lane);
     }
     __syncthreads();  // every warp is done with this buffer before it is refilled
   }
@@ -1094,14 +1222,14 @@ __global__ void __launch_bounds__(kMmaThreads)
   }
 }
 
-// A 16-bit operand as raw bits.
+// An operand as the raw bits the tensor-core kernels take.
 template <typename T>
-Heads<const uint16_t> bits_of(const Heads<const T>& h) {
-  return {reinterpret_cast<const uint16_t*>(h.data), h.layout};
+Heads<const MmaBits<T>> bits_of(const Heads<const T>& h) {
+  return {reinterpret_cast<const MmaBits<T>*>(h.data), h.layout};
 }
 template <typename T>
-Heads<uint16_t> bits_of(const Heads<T>& h) {
-  return {reinterpret_cast<uint16_t*>(h.data), h.layout};
+Heads<MmaBits<T>> bits_of(const Heads<T>& h) {
+  return {reinterpret_cast<MmaBits<T>*>(h.data), h.layout};
 }
 
 template <typename T>
@@ -1112,7 +1240,9 @@ void mma_forward(const AttentionShape& sh, Heads<T> out, float* lse, Heads<const
     constexpr int kD = decltype(head_dim)::value;
     with_causal(causal, [&](auto causal_tag) {
       constexpr bool kCausal = decltype(causal_tag)::value;
-      attention_mma_kernel<T, kD, kCausal><<<static_cast<unsigned>(q_tiles * sh.bh), kMmaThreads, 0, stream>>>(
+      const size_t bytes = mma_forward_shared_bytes<MmaBits<T>>(kD);
+      allow_shared_memory(attention_mma_kernel<T, kD, kCausal>, bytes);
+      attention_mma_kernel<T, kD, kCausal><<<static_cast<unsigned>(q_tiles * sh.bh), kMmaThreads, bytes, stream>>>(
           bits_of(out), lse, bits_of(q), bits_of(k), bits_of(v), sh.bh, sh.L, sh.S, static_cast<int>(sh.d), q_tiles,
           static_cast<float>(scale * kLog2e));
       RTX_CUDA_CHECK_LAUNCH();
@@ -1131,7 +1261,7 @@ void mma_backward(const AttentionShape& sh, Heads<T> dq, Heads<T> dk, Heads<T> d
     constexpr int kD = decltype(head_dim)::value;
     with_causal(causal, [&](auto causal_tag) {
       constexpr bool kCausal = decltype(causal_tag)::value;
-      const size_t bytes = mma_backward_shared_bytes(kD);
+      const size_t bytes = mma_backward_shared_bytes<MmaBits<T>>(kD);
       allow_shared_memory(attention_mma_dkdv_kernel<T, kD, kCausal>, bytes);
       attention_mma_dkdv_kernel<T, kD, kCausal><<<static_cast<unsigned>(k_tiles * sh.bh), kMmaThreads, bytes, stream>>>(
           bits_of(dk), bits_of(dv), bits_of(g), bits_of(q), bits_of(k), bits_of(v), lse, dl, sh.bh, sh.L, sh.S, d, s,
@@ -1166,12 +1296,16 @@ AttentionPath attention_path(const AttentionShape& sh, std::initializer_list<Hea
   RTX_CUDA_CHECK(cudaDeviceGetAttribute(&shared_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   RTX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   const int d_pad = sh.d <= 64 ? 64 : 128;
-  if constexpr (sizeof(T) == 2) {
-    const bool aligned = std::all_of(operands.begin(), operands.end(),
-                                     [](const Heads<const T>& h) { return h.rows_aligned_16(); });
-    if (sh.d % 8 == 0 && aligned && major >= 8 && mma_backward_shared_bytes(d_pad) <= static_cast<size_t>(shared_optin))
+  const bool aligned = std::all_of(operands.begin(), operands.end(),
+                                   [](const Heads<const T>& h) { return h.rows_aligned_16(); });
+  // Tensor cores: 16-bit types always, float32 as TF32 when float32 matrix products may use it.
+  if constexpr (sizeof(T) == 2 || std::is_same_v<T, float>) {
+    const bool allowed = sizeof(T) == 2 || get_float32_matmul_precision() != "highest";
+    if (allowed && sh.d % (16 / sizeof(T)) == 0 && aligned && major >= 8 &&
+        mma_backward_shared_bytes<MmaBits<T>>(d_pad) <= static_cast<size_t>(shared_optin))
       return AttentionPath::kTensorCores;
-  } else if constexpr (std::is_same_v<T, float>) {
+  }
+  if constexpr (std::is_same_v<T, float>) {
     if (std::max(float_dkdv_shared_bytes(d_pad), float_dq_shared_bytes(d_pad)) <= static_cast<size_t>(shared_optin))
       return AttentionPath::kFloatTiles;
   }
@@ -1185,7 +1319,8 @@ void forward(const AttentionShape& sh, Heads<T> out, opmath_t<T>* lse, Heads<con
   switch (attention_path<T>(sh, {out, q, k, v}, device)) {
 #if !defined(__HIP_PLATFORM_AMD__)
     case AttentionPath::kTensorCores:
-      if constexpr (sizeof(T) == 2) mma_forward<T>(sh, out, lse, q, k, v, scale, causal, stream);
+      if constexpr (sizeof(T) == 2 || std::is_same_v<T, float>)
+        mma_forward<T>(sh, out, lse, q, k, v, scale, causal, stream);
       return;
     case AttentionPath::kFloatTiles:
       if constexpr (std::is_same_v<T, float>) float_forward(sh, out, lse, q, k, v, scale, causal, stream);
@@ -1203,7 +1338,8 @@ void backward(const AttentionShape& sh, Heads<T> dq, Heads<T> dk, Heads<T> dv, H
   switch (attention_path<T>(sh, {dq, dk, dv, g, q, k, v}, device)) {
 #if !defined(__HIP_PLATFORM_AMD__)
     case AttentionPath::kTensorCores:
-      if constexpr (sizeof(T) == 2) mma_backward<T>(sh, dq, dk, dv, g, q, k, v, lse, dl, scale, causal, stream);
+      if constexpr (sizeof(T) == 2 || std::is_same_v<T, float>)
+        mma_backward<T>(sh, dq, dk, dv, g, q, k, v, lse, dl, scale, causal, stream);
       return;
     case AttentionPath::kFloatTiles:
       if constexpr (std::is_same_v<T, float>)

@@ -1,7 +1,8 @@
 // Tests of scaled_dot_product_attention against naive float64 loops: causal and full, L != S, odd
 // and large head sizes, batch dims, non-contiguous inputs, bool and float masks (the composite path),
 // 16-bit and float32 inputs at sizes that cover the GPU kernels' tiles and tails; first and second
-// order gradients; the fused backward against the composite formula; bitwise reproducibility; errors.
+// order gradients; the fused backward against the composite formula; float32 on TF32 tensor cores;
+// bitwise reproducibility; errors.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -189,6 +190,47 @@ TEST_P(AttentionTest, BitwiseReproducible) {
       if (run == 0) first = now;
       else
         for (int i = 0; i < 4; ++i) EXPECT_TRUE(same_bytes(first[i], now[i])) << dt << " tensor " << i;
+    }
+  }
+}
+
+// float32 under the "high" matmul precision, which lets the GPU kernels run TF32 tensor cores: the
+// results match float64 at TF32's precision, forward and backward, at the kernels' tile sizes with
+// tails, for head sizes the tensor cores take (64, 128, 40: padded) and one they do not (6); heads
+// strided as a transformer splits them; bitwise reproducible. On CUDA the TF32 results are not the
+// exact float32 ones (the setting takes effect).
+TEST_P(AttentionTest, Float32UnderHighPrecisionMatchesFloat64) {
+  const std::vector<Dims> sizes = {
+      {2, 130, 130, 64, 64}, {1, 70, 200, 128, 128}, {3, 33, 17, 40, 40}, {2, 20, 20, 6, 6}};
+  for (const Dims& d : sizes) {
+    for (bool causal : {false, true}) {
+      TensorList runs[3];  // "high" twice, then "highest"
+      for (int run = 0; run < 3; ++run) {
+        Float32PrecisionGuard precision(run < 2 ? "high" : "highest");
+        // [bh, L, D] heads viewed out of [L, bh, D] tensors: every row strided.
+        const auto leaf_rows = [&](int64_t rows, uint64_t seed) {
+          return make(smooth(d.bh * rows * d.D, seed), {rows, d.bh, d.D}, dev(), kFloat32).requires_grad_();
+        };
+        const Tensor q_rows = leaf_rows(d.L, 1), k_rows = leaf_rows(d.S, 2), v_rows = leaf_rows(d.S, 3);
+        const Tensor q = q_rows.transpose(0, 1), k = k_rows.transpose(0, 1), v = v_rows.transpose(0, 1);
+        Tensor out = sdpa(q, k, v, causal);
+        out.backward(make(smooth(d.bh * d.L * d.D, 4), {d.bh, d.L, d.D}, dev(), kFloat32));
+        runs[run] = {out, q_rows.grad().transpose(0, 1), k_rows.grad().transpose(0, 1), v_rows.grad().transpose(0, 1)};
+        if (run > 0) continue;
+        // float64 through the composite path is the reference.
+        const auto up = [](const Tensor& t) { return t.detach().to(kFloat64).requires_grad_(); };
+        const Tensor q64 = up(q), k64 = up(k), v64 = up(v);
+        const Tensor mask = causal ? causal_mask(d.L, d.S, dev()) : ones({d.L, d.S}, TensorOptions(kBool, dev()));
+        Tensor ref = scaled_dot_product_attention(q64, k64, v64, mask);
+        ref.backward(make(smooth(d.bh * d.L * d.D, 4), {d.bh, d.L, d.D}, dev(), kFloat64));
+        const TensorList expected{ref, q64.grad(), k64.grad(), v64.grad()};
+        for (int i = 0; i < 4; ++i)
+          EXPECT_TRUE(all_close(runs[0][i], expected[i].to(kFloat32), 3e-3, 3e-3))
+              << "D " << d.D << " L " << d.L << " causal " << causal << " tensor " << i;
+      }
+      for (int i = 0; i < 4; ++i) EXPECT_TRUE(same_bytes(runs[0][i], runs[1][i])) << "D " << d.D << " tensor " << i;
+      if (!dev().is_cpu() && d.D % 4 == 0)
+        EXPECT_FALSE(same_bytes(runs[0][0], runs[2][0])) << "D " << d.D << ": TF32 gave the exact float32 result";
     }
   }
 }
