@@ -182,6 +182,7 @@ __global__ void class_loss_finish_kernel(T* out, opmath_t<T>* total_weight, cons
   if (reduction == Reduction::Sum) *out = static_cast<T>(s.a);
 }
 
+// out (T) and total_weight (opmath_t<T>) from the losses and weights of the samples.
 template <typename T, typename Loss>
 void reduce_class_loss(const Tensor& out, const Tensor& total_weight, int64_t samples, Reduction reduction,
                        const Loss& loss_of, cudaStream_t stream) {
@@ -234,8 +235,8 @@ void cross_entropy_cuda(const Tensor& out, const Tensor& lse, const Tensor& tota
       stats(sample_loss, lse.data_ptr<opmath_t<T>>(), logits.data_ptr<T>(), t, w, n, classes, inner, ignore_index,
             smoothing, scope.stream());
     }
-    reduce_class_loss<T>(out, total_weight, samples, reduction, StoredLoss<T>{sample_loss, t, w, ignore_index, classes},
-                         scope.stream());
+    reduce_class_loss<opmath_t<T>>(out, total_weight, samples, reduction,
+                                   StoredLoss<T>{sample_loss, t, w, ignore_index, classes}, scope.stream());
   });
 }
 
@@ -267,8 +268,9 @@ struct SampleGrad {
   acc_t scale;     // the upstream gradient, over the total weight for Reduction::Mean
 };
 
-template <typename T>
-__device__ __forceinline__ SampleGrad<T> sample_grad(int64_t i, const T* g, const int64_t* target, const T* w,
+// G: the upstream gradient's element type.
+template <typename T, typename G>
+__device__ __forceinline__ SampleGrad<T> sample_grad(int64_t i, const G* g, const int64_t* target, const T* w,
                                                      const opmath_t<T>* total_weight, int64_t ignore_index,
                                                      int64_t classes, Reduction reduction) {
   using acc_t = opmath_t<T>;
@@ -311,7 +313,7 @@ __device__ __forceinline__ opmath_t<T> cross_entropy_grad(const SampleGrad<T>& s
 // piece inside one sample's row (the layout of a pointwise op, so it streams like one).
 // kClassWeights: label smoothing reads the class weights.
 template <typename index_t, typename T, bool kClassWeights>
-__global__ void cross_entropy_backward_vector_kernel(T* gx, const T* g, const T* x, const opmath_t<T>* lse,
+__global__ void cross_entropy_backward_vector_kernel(T* gx, const opmath_t<T>* g, const T* x, const opmath_t<T>* lse,
                                                      const int64_t* target, const T* w,
                                                      const opmath_t<T>* total_weight, index_t pieces,
                                                      Divider<index_t> pieces_per_row, int64_t ignore_index,
@@ -338,7 +340,7 @@ __global__ void cross_entropy_backward_vector_kernel(T* gx, const T* g, const T*
 
 // The backward over [n, classes, inner] in any other case, one element per thread step.
 template <typename index_t, typename T>
-__global__ void cross_entropy_backward_flat_kernel(T* gx, const T* g, const T* x, const opmath_t<T>* lse,
+__global__ void cross_entropy_backward_flat_kernel(T* gx, const opmath_t<T>* g, const T* x, const opmath_t<T>* lse,
                                                    const int64_t* target, const T* w, const opmath_t<T>* total_weight,
                                                    index_t numel, Divider<index_t> by_inner,
                                                    Divider<index_t> by_classes, int64_t ignore_index,
@@ -384,7 +386,7 @@ void cross_entropy_backward_cuda(const Tensor& grad_logits, const Tensor& g, con
     const Smoothing<T> sm{static_cast<acc_t>(1.0 - smoothing), static_cast<acc_t>(smoothing / classes),
                           static_cast<acc_t>(classes), wsum_t.defined() ? wsum_t.data_ptr<acc_t>() : nullptr};
     T* gx = grad_logits.data_ptr<T>();
-    const T* gp = g.data_ptr<T>();
+    const acc_t* gp = g.data_ptr<acc_t>();
     const T* xp = logits.data_ptr<T>();
     const acc_t* lp = lse.data_ptr<acc_t>();
     const int64_t* t = target.data_ptr<int64_t>();

@@ -13,6 +13,9 @@ namespace rtx::kernels {
 // of range counts as ignored); weight: [classes] or undefined. out: [n, inner] for Reduction::None, else 0-d.
 // total_weight (0-d): the sum of the weights of the non-ignored targets, the divisor of the mean.
 // lse: [n, inner], the log-sum-exp of each logits row (undefined contents for ignored targets).
+// cross_entropy's out and g (and every total_weight and lse) have the logits' accumulation dtype
+// (float32 for 16-bit logits); weight has the logits' dtype. nll_loss's out and g have the dtype of
+// log_probs.
 using CrossEntropyFn = void(const Tensor& out, const Tensor& lse, const Tensor& total_weight, const Tensor& logits,
                             const Tensor& target, const Tensor& weight, int64_t ignore_index, Reduction reduction,
                             double label_smoothing);

@@ -126,9 +126,10 @@ Tensor kernel_grad(const ClassLoss& c, const Tensor& g, DType dtype, Reduction r
 struct ClassLossOutputs {
   Tensor out, kernel_out, total_weight;
 };
-ClassLossOutputs alloc_class_loss(const ClassLoss& c, const Tensor& input, const Tensor& target, Reduction reduction) {
+ClassLossOutputs alloc_class_loss(const ClassLoss& c, const Tensor& input, const Tensor& target, Reduction reduction,
+                                  DType out_dtype) {
   const bool none = reduction == Reduction::None;
-  Tensor out = detail::make_tensor(none ? target.sizes() : Shape{}, input.dtype(), input.device());
+  Tensor out = detail::make_tensor(none ? target.sizes() : Shape{}, out_dtype, input.device());
   Tensor kernel_out = none ? detail::make_view(out, c.target2(), detail::contiguous_strides(c.target2()), 0) : out;
   return {out, kernel_out, detail::make_tensor({}, detail::acc_dtype(input.dtype()), input.device())};
 }
@@ -143,7 +144,15 @@ std::string detail::class_target_fault_message(const kernels::IndexFault& fault)
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight, int64_t ignore_index,
                      Reduction reduction, double label_smoothing) {
-  RTX_AUTOCAST(fp32, cross_entropy, logits, target, weight, ignore_index, reduction, label_smoothing);
+  // Under autocast the loss of 16-bit logits is float32, as if they had been cast to float32 first.
+  // The kernels compute in float32 from 16-bit logits as they are, so without class weights (which
+  // they would read in the logits' dtype) nothing is cast: the logits and their gradient never get a
+  // float32 copy.
+  if (weight.defined())
+    RTX_AUTOCAST(fp32, cross_entropy, logits, target, weight, ignore_index, reduction, label_smoothing);
+  const bool float32_loss = logits.defined() && autocast::active() &&
+                            autocast::target(autocast::Rule::fp32, logits.device().type) &&
+                            (logits.dtype() == kBFloat16 || logits.dtype() == kFloat16);
   const char* op = "cross_entropy";
   RTX_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
             "[cross_entropy] label_smoothing must be in [0, 1], got {}", label_smoothing);
@@ -152,10 +161,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& w
   const Tensor x = contiguous_as(logits, c.input3());
   const Tensor t = contiguous_as(target, c.target2());
   const Tensor w = weight.defined() ? contiguous_raw(detail::cast(weight, dtype)) : Tensor();
-  ClassLossOutputs o = alloc_class_loss(c, logits, target, reduction);
-  Tensor lse = detail::make_tensor(c.target2(), detail::acc_dtype(dtype), logits.device());
+  const DType acc = detail::acc_dtype(dtype);
+  ClassLossOutputs o = alloc_class_loss(c, logits, target, reduction, acc);
+  Tensor lse = detail::make_tensor(c.target2(), acc, logits.device());
   kernels::cross_entropy_kernel.get(logits.device())(o.kernel_out, lse, o.total_weight, x, t, w, ignore_index,
                                                      reduction, label_smoothing);
+  o.out = detail::cast(o.out, float32_loss ? kFloat32 : dtype);
   if (auto node = autograd::make_node(op, logits)) {
     node->save(logits);
     node->save(t);
@@ -164,15 +175,17 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& w
     node->save(o.total_weight);
     node->set_backward([c, ignore_index, reduction, label_smoothing](const TensorList& grads, const TensorList& s) {
       const Tensor &g = grads[0], &logits = s[0], &t = s[1], &w = s[2];
-      if (detail::needs_differentiable_backward({g, logits})) {
-        const Tensor coeff = target_coefficients(c, t, w, ignore_index, label_smoothing, logits.dtype());
-        const Tensor p = softmax(logits.reshape(c.input3()), 1);
-        const Tensor grad = sample_scale(c, g, s[4], reduction) * (sum(coeff, {1}, true) * p - coeff);
-        return TensorList{grad.reshape(logits.sizes())};
+      const DType acc = detail::acc_dtype(logits.dtype());
+      if (detail::needs_differentiable_backward({g, logits})) {  // in acc, as the kernels compute
+        const Tensor coeff = target_coefficients(c, t, w, ignore_index, label_smoothing, acc);
+        const Tensor p = softmax(logits.reshape(c.input3()).to(acc), 1);
+        const Tensor grad = sample_scale(c, g.to(acc), s[4], reduction) * (sum(coeff, {1}, true) * p - coeff);
+        return TensorList{grad.reshape(logits.sizes()).to(logits.dtype())};
       }
       Tensor grad = detail::make_tensor(logits.sizes(), logits.dtype(), logits.device());
       const Tensor grad3 = detail::make_view(grad, c.input3(), detail::contiguous_strides(c.input3()), 0);
-      kernels::cross_entropy_backward_kernel.get(logits.device())(grad3, kernel_grad(c, g, logits.dtype(), reduction),
+      const Tensor gk = kernel_grad(c, g, acc, reduction);
+      kernels::cross_entropy_backward_kernel.get(logits.device())(grad3, gk,
                                                                   contiguous_as(logits, c.input3()), s[3], t, w, s[4],
                                                                   ignore_index, reduction, label_smoothing);
       return TensorList{grad};
@@ -190,7 +203,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& wei
   const DType dtype = log_probs.dtype();
   const Tensor t = contiguous_as(target, c.target2());
   const Tensor w = weight.defined() ? contiguous_raw(detail::cast(weight, dtype)) : Tensor();
-  ClassLossOutputs o = alloc_class_loss(c, log_probs, target, reduction);
+  ClassLossOutputs o = alloc_class_loss(c, log_probs, target, reduction, dtype);
   kernels::nll_loss_kernel.get(log_probs.device())(o.kernel_out, o.total_weight, contiguous_as(log_probs, c.input3()),
                                                    t, w, ignore_index, reduction);
   if (auto node = autograd::make_node(op, log_probs)) {

@@ -1,5 +1,6 @@
-// Autocast: the dtype each op runs in inside a region (the policy, op by op), nesting, the cast cache,
-// gradients through casts, backward and checkpoint replays, and bad regions.
+// Autocast: the dtype each op runs in inside a region (the policy, op by op), cross_entropy of 16-bit
+// logits without a cast, nesting, the cast cache, gradients through casts, backward and checkpoint
+// replays, and bad regions.
 #include <functional>
 #include <string>
 #include <utility>
@@ -79,6 +80,45 @@ TEST_P(AutocastTest, Float32OpsRunInFloat32) {
   };
   AutocastGuard region(dev().type, kBFloat16);
   for (const auto& [name, op] : ops) EXPECT_EQ(op().dtype(), kFloat32) << name;
+}
+
+// cross_entropy of 16-bit logits in a region gives the float32 loss, as if the logits had been cast
+// to float32 first, but reads them as they are (autocast makes no cast); their gradient is the
+// float32 one rounded once, whatever the upstream gradient (here 1/3). With class weights the logits
+// are cast, as every fp32-rule op's inputs are.
+TEST_P(AutocastTest, CrossEntropyOf16BitLogitsGivesTheFloat32LossWithoutACast) {
+  const int64_t n = 6, classes = 37, ignored = 7;  // the second sample's target is 7
+  const Tensor target = labels(n, classes);
+  for (DType low : {kBFloat16, kFloat16}) {
+    const Tensor x = quarter_tensor({n, classes}, 5, dev(), low);
+    for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+      for (double smoothing : {0.0, 0.1}) {
+        const Tensor x32 = x.to(kFloat32).requires_grad_();
+        const Tensor ref = cross_entropy(x32, target, {}, ignored, r, smoothing);
+        (ref.sum() / 3.0).backward();
+        const Tensor xl = x.clone().requires_grad_();
+        const int64_t casts = autocast::stats().casts;
+        Tensor loss;
+        {
+          AutocastGuard region(dev().type, low);
+          loss = cross_entropy(xl, target, {}, ignored, r, smoothing);
+        }
+        EXPECT_EQ(autocast::stats().casts, casts) << low << ": the logits were cast";
+        EXPECT_EQ(loss.dtype(), kFloat32);
+        EXPECT_TRUE(all_close(loss, ref, 1e-6, 1e-6)) << low << " reduction " << static_cast<int>(r);
+        (loss.sum() / 3.0).backward();
+        EXPECT_EQ(xl.grad().dtype(), low);
+        EXPECT_TRUE(all_close(xl.grad(), x32.grad().to(low), 8e-3, 1e-5))
+            << low << " reduction " << static_cast<int>(r);
+      }
+    }
+    const Tensor w = positive({classes}, kFloat32);
+    const Tensor ref = cross_entropy(x.to(kFloat32), target, w);
+    AutocastGuard region(dev().type, low);
+    const Tensor weighted = cross_entropy(x, target, w);
+    EXPECT_EQ(weighted.dtype(), kFloat32);
+    EXPECT_TRUE(all_close(weighted, ref, 1e-6, 1e-6)) << low;
+  }
 }
 
 TEST_P(AutocastTest, OtherOpsKeepOrPromoteTheirInputDtypes) {

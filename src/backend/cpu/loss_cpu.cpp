@@ -35,13 +35,14 @@ struct ClassGeometry {
 
 // Runs loss_of(sample, target, weight) -> loss for every sample whose target is not ignored, writes
 // per-sample losses (Reduction::None) or their sum or weighted mean to out, and the total weight.
-template <typename T, typename F>
+// Out: out's element type.
+template <typename T, typename Out, typename F>
 void class_loss_forward(const Tensor& out, const Tensor& total_weight, const ClassGeometry& geo, const Tensor& target,
                         const Tensor& weight, int64_t ignore_index, Reduction reduction, const F& loss_of) {
   using acc_t = opmath_t<T>;
   const int64_t* t = target.data_ptr<int64_t>();
   const T* w = optional_data<T>(weight);
-  T* o = out.data_ptr<T>();
+  Out* o = out.data_ptr<Out>();
   const bool none = reduction == Reduction::None;
   using Sums = std::array<double, 2>;  // loss, weight
   const Sums sums = blocked_reduce(
@@ -56,7 +57,7 @@ void class_loss_forward(const Tensor& out, const Tensor& total_weight, const Cla
             part[0] += loss;
             part[1] += wt;
           }
-          if (none) o[i] = static_cast<T>(loss);
+          if (none) o[i] = static_cast<Out>(loss);
         }
         return part;
       },
@@ -64,20 +65,20 @@ void class_loss_forward(const Tensor& out, const Tensor& total_weight, const Cla
         return Sums{a[0] + b[0], a[1] + b[1]};
       });
   *total_weight.data_ptr<acc_t>() = static_cast<acc_t>(sums[1]);
-  if (reduction == Reduction::Mean) *o = static_cast<T>(sums[0] / sums[1]);
-  if (reduction == Reduction::Sum) *o = static_cast<T>(sums[0]);
+  if (reduction == Reduction::Mean) *o = static_cast<Out>(sums[0] / sums[1]);
+  if (reduction == Reduction::Sum) *o = static_cast<Out>(sums[0]);
 }
 
 // Runs grad_of(sample, target, weight, scale) for every sample, scale being what the sample's loss
 // is multiplied by (the upstream gradient, over the total weight for Reduction::Mean) and weight
-// zero for ignored targets.
-template <typename T, typename F>
+// zero for ignored targets. G: g's element type.
+template <typename T, typename G, typename F>
 void class_loss_backward(const Tensor& g, const Tensor& total_weight, const ClassGeometry& geo, const Tensor& target,
                          const Tensor& weight, int64_t ignore_index, Reduction reduction, const F& grad_of) {
   using acc_t = opmath_t<T>;
   const int64_t* t = target.data_ptr<int64_t>();
   const T* w = optional_data<T>(weight);
-  const T* gp = g.data_ptr<T>();
+  const G* gp = g.data_ptr<G>();
   const acc_t total = *total_weight.data_ptr<acc_t>();
   const acc_t reduced_scale = reduction == Reduction::Mean ? static_cast<acc_t>(*gp) / total : static_cast<acc_t>(*gp);
   parallel_for(geo.samples(), grain_for(geo.classes), [&](int64_t begin, int64_t end) {
@@ -110,7 +111,7 @@ void cross_entropy_impl(const Tensor& out, const Tensor& lse, const Tensor& tota
   const double smooth_scale = smoothing / static_cast<double>(geo.classes);
   const double wsum = weight_sum(w, geo.classes);
   with_stride(geo.inner, [&](auto s) {
-    class_loss_forward<T>(
+    class_loss_forward<T, acc_t>(
         out, total_weight, geo, target, weight, ignore_index, reduction, [&](int64_t i, int64_t t, double wt) {
           const T* row = x + geo.row(i);
           const MaxLogSum<T> ml = slice_max_logsum(row, geo.classes, s);
@@ -143,24 +144,23 @@ void cross_entropy_backward_impl(const Tensor& grad_logits, const Tensor& g, con
   const acc_t keep = static_cast<acc_t>(1.0 - smoothing);
   const acc_t wsum = static_cast<acc_t>(weight_sum(w, geo.classes));
   with_stride(geo.inner, [&](auto s) {
-    class_loss_backward<T>(g, total_weight, geo, target, weight, ignore_index, reduction,
-                           [&](int64_t i, int64_t t, acc_t wt, acc_t scale) {
-                             T* grow = gx + geo.row(i);
-                             if (t < 0) {
-                               for (int64_t c = 0; c < geo.classes; ++c) grow[c * s] = T(0);
-                               return;
-                             }
-                             // scale * (A * softmax - B): A = sum_c B_c, B = keep * w_t * onehot + smooth * w
-                             const T* row = x + geo.row(i);
-                             const acc_t l = lp[i];
-                             const acc_t a = keep * wt + smooth_scale * wsum;
-                             for (int64_t c = 0; c < geo.classes; ++c) {
-                               const acc_t wc = w ? static_cast<acc_t>(w[c]) : acc_t(1);
-                               const acc_t b = (c == t ? keep * wt : acc_t(0)) + smooth_scale * wc;
-                               grow[c * s] =
-                                   static_cast<T>(scale * (a * std::exp(static_cast<acc_t>(row[c * s]) - l) - b));
-                             }
-                           });
+    const auto grad_of = [&](int64_t i, int64_t t, acc_t wt, acc_t scale) {
+      T* grow = gx + geo.row(i);
+      if (t < 0) {
+        for (int64_t c = 0; c < geo.classes; ++c) grow[c * s] = T(0);
+        return;
+      }
+      // scale * (A * softmax - B): A = sum_c B_c, B = keep * w_t * onehot + smooth * w
+      const T* row = x + geo.row(i);
+      const acc_t l = lp[i];
+      const acc_t a = keep * wt + smooth_scale * wsum;
+      for (int64_t c = 0; c < geo.classes; ++c) {
+        const acc_t wc = w ? static_cast<acc_t>(w[c]) : acc_t(1);
+        const acc_t b = (c == t ? keep * wt : acc_t(0)) + smooth_scale * wc;
+        grow[c * s] = static_cast<T>(scale * (a * std::exp(static_cast<acc_t>(row[c * s]) - l) - b));
+      }
+    };
+    class_loss_backward<T, acc_t>(g, total_weight, geo, target, weight, ignore_index, reduction, grad_of);
   });
 }
 
@@ -169,7 +169,7 @@ void nll_loss_impl(const Tensor& out, const Tensor& total_weight, const Tensor& 
                    const Tensor& weight, int64_t ignore_index, Reduction reduction) {
   const ClassGeometry geo(log_probs);
   const T* x = log_probs.data_ptr<T>();
-  class_loss_forward<T>(
+  class_loss_forward<T, T>(
       out, total_weight, geo, target, weight, ignore_index, reduction,
       [&](int64_t i, int64_t t, double wt) { return -wt * static_cast<opmath_t<T>>(x[geo.row(i) + t * geo.inner]); });
 }
@@ -181,10 +181,10 @@ void nll_loss_backward_impl(const Tensor& grad, const Tensor& g, const Tensor& t
   const ClassGeometry geo(grad);
   T* gx = grad.data_ptr<T>();
   parallel_for(grad.numel(), kGrainSize, [&](int64_t begin, int64_t end) { std::fill(gx + begin, gx + end, T(0)); });
-  class_loss_backward<T>(g, total_weight, geo, target, weight, ignore_index, reduction,
-                         [&](int64_t i, int64_t t, acc_t wt, acc_t scale) {
-                           if (t >= 0) gx[geo.row(i) + t * geo.inner] = static_cast<T>(-wt * scale);
-                         });
+  class_loss_backward<T, T>(g, total_weight, geo, target, weight, ignore_index, reduction,
+                            [&](int64_t i, int64_t t, acc_t wt, acc_t scale) {
+                              if (t >= 0) gx[geo.row(i) + t * geo.inner] = static_cast<T>(-wt * scale);
+                            });
 }
 
 void cross_entropy_cpu(const Tensor& out, const Tensor& lse, const Tensor& total_weight, const Tensor& logits,
