@@ -5,7 +5,8 @@
 // are exact in float32, within float32 rounding on irregular data and with Winograd's algorithm
 // below the "highest" float32 precision. Also a gradient check of the float32 path, more problems
 // than the primitive cache holds, both thread counts, and the cases left to im2col (float64,
-// float16, empty batches, oneDNN switched off).
+// float16, empty batches, oneDNN switched off), and the weight gradient's reuse of the input
+// gradient's converted output gradient.
 #include "rtx/config.h"
 
 #if RTX_WITH_ONEDNN
@@ -206,6 +207,36 @@ TEST(OnednnConvTest, MoreProblemsThanTheCacheHolds) {
   for (int64_t size = 1; size <= 80; ++size) check(size);
   for (int64_t size = 1; size <= 4; ++size) check(size);
   EXPECT_EQ(cpu::onednn_conv_runs() - before, 84);
+}
+
+TEST(OnednnConvTest, WeightGradientReusesTheConvertedOutputGradientOnlyWhileUnchanged) {
+  // The input-gradient kernel (here conv_transpose2d's forward) keeps its blocked copy of its
+  // operand; the weight-gradient kernel that follows (conv2d's backward, the weight alone) may use it
+  // only for the same tensor at the same version. Quarter data: exact.
+  const Shape xs{2, 32, 5, 5}, ws{32, 32, 3, 3};
+  const Tensor x = quarter_tensor(xs, 41, Device(kCPU), kFloat32);
+  const Tensor w = quarter_tensor(ws, 42, Device(kCPU), kFloat32).requires_grad_();
+  const auto weight_grad_after = [&](const Tensor& converted, const Tensor& g) {
+    const Tensor out = conv2d(x, w, {}, {1, 1}, {1, 1});
+    conv_transpose2d(converted, w.detach(), {}, {1, 1}, {1, 1});
+    return autograd::grad({out}, {w}, {g})[0].to(kFloat64);
+  };
+  const auto reference = [&](const Tensor& g) {
+    const Tensor w64 = w.detach().to(kFloat64).requires_grad_();
+    return autograd::grad({conv2d(x.to(kFloat64), w64, {}, {1, 1}, {1, 1})}, {w64}, {g.to(kFloat64)})[0];
+  };
+  Tensor g = quarter_tensor(xs, 43, Device(kCPU), kFloat32);
+  const Tensor other = quarter_tensor(xs, 44, Device(kCPU), kFloat32);
+  const int64_t before = cpu::onednn_conv_runs();
+  EXPECT_TRUE(all_close(weight_grad_after(g, g), reference(g), 0, 0)) << "the same output gradient";
+  EXPECT_TRUE(all_close(weight_grad_after(g, other), reference(other), 0, 0)) << "another output gradient";
+  EXPECT_TRUE(all_close(weight_grad_after(other, g), reference(g), 0, 0)) << "another converted before";
+  const Tensor out = conv2d(x, w, {}, {1, 1}, {1, 1});
+  conv_transpose2d(g, w.detach(), {}, {1, 1}, {1, 1});
+  mul_(g, Scalar(-0.5));  // an in-place write bumps the version
+  EXPECT_TRUE(all_close(autograd::grad({out}, {w}, {g})[0].to(kFloat64), reference(g), 0, 0))
+      << "the output gradient written in place";
+  EXPECT_EQ(cpu::onednn_conv_runs() - before, 12);
 }
 
 TEST(OnednnConvTest, CasesLeftToIm2col) {

@@ -8,7 +8,10 @@
 // (user scratchpad mode), so threads may run one primitive at the same time. Below the "highest"
 // float32 matmul precision, forward and input-gradient convolutions of float32 use Winograd's
 // F(4x4, 3x3) where oneDNN has it (3x3 kernels, stride 1): faster on layers of 16 channels or more,
-// with errors of about 1e-6 of the output's scale where a direct sum has 4e-7.
+// with errors of about 1e-6 of the output's scale where a direct sum has 4e-7. A backward pass
+// computes the input gradient and then the weight gradient from the same output gradient: the first
+// keeps its conversion of that gradient to the blocked layout, and the second uses it instead of
+// converting it again when the tensor is the same one, unwritten since (its storage and version).
 #include "backend/cpu/conv_onednn.h"
 
 #include <omp.h>
@@ -265,13 +268,35 @@ PlanCache& plans() {
 
 // ---- running plans ------------------------------------------------------------------------------
 
+// An input operand of a finished run in the layout its convolution wanted: the tensor it came from
+// (the storage, held weakly, its version and data pointer), both layouts and the converted data.
+struct Converted {
+  std::weak_ptr<detail::Storage> storage;
+  uint64_t version = 0;
+  const void* data = nullptr;
+  memory::desc plain, inner;
+  Tensor buffer;
+
+  bool holds(const Tensor& t, const Operand& op) const {
+    return buffer.defined() && storage.lock() == t.impl()->storage && version == t.version() &&
+           data == t.data_ptr() && plain == op.plain && inner == op.inner;
+  }
+};
+
+// The output gradient as the last input-gradient run on this thread converted it; any later run
+// takes it out (the next weight-gradient run may use it), so it lives until the next convolution.
+thread_local Converted t_converted_grad_out;
+
 // Runs a plan on the data of its operands (in plan order); intermediate layouts and scratchpads live
 // in CPU tensors until the stream finishes.
 class Run {
  public:
   explicit Run(const Plan& plan) : plan_(plan), stream_(engine()) {}
 
-  void operator()(const std::vector<void*>& data) {
+  // grad_out: the output-gradient operand of a backward direction (undefined for the forward).
+  void operator()(Direction direction, const std::vector<void*>& data, const Tensor& grad_out) {
+    Converted earlier = std::move(t_converted_grad_out);
+    t_converted_grad_out = Converted();
     std::unordered_map<int, memory> args;
     std::vector<std::pair<const Step*, std::unordered_map<int, memory>>> after;
     for (size_t i = 0; i < plan_.operands.size(); ++i) {
@@ -281,16 +306,24 @@ class Run {
         args.emplace(op.arg, plain);
         continue;
       }
+      const bool is_grad_out = op.arg == DNNL_ARG_DIFF_DST;
+      if (is_grad_out && direction == Direction::BackwardWeight && earlier.holds(grad_out, op)) {
+        args.emplace(op.arg, memory(op.inner, engine(), earlier.buffer.data_ptr()));
+        continue;
+      }
       const memory inner(op.inner, engine(), buffer(op.inner));
       if (op.output)
         after.emplace_back(&*op.convert, std::unordered_map<int, memory>{{DNNL_ARG_FROM, inner}, {DNNL_ARG_TO, plain}});
       else
         execute(*op.convert, {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, inner}});
       args.emplace(op.arg, inner);
+      if (is_grad_out && direction == Direction::BackwardInput)
+        earlier = Converted{grad_out.impl()->storage, grad_out.version(), data[i], op.plain, op.inner, buffers_.back()};
     }
     execute(plan_.conv, std::move(args));
     for (auto& [step, step_args] : after) execute(*step, std::move(step_args));
     stream_.wait();
+    if (direction == Direction::BackwardInput) t_converted_grad_out = std::move(earlier);
   }
 
  private:
@@ -317,13 +350,14 @@ bool takes(std::initializer_list<const Tensor*> operands) {
   return true;
 }
 
-// Runs pr on data when oneDNN takes it; op names the kernel in errors.
-bool run(const char* op, const Problem& pr, const std::vector<void*>& data) {
+// Runs pr on data when oneDNN takes it; op names the kernel in errors; grad_out is the output
+// gradient of a backward problem.
+bool run(const char* op, const Problem& pr, const std::vector<void*>& data, const Tensor& grad_out = Tensor()) {
   const std::shared_ptr<const Plan> plan = plans().get(pr);
   if (!plan) return false;
   try {
     Run execution(*plan);
-    execution(data);
+    execution(pr.direction, data, grad_out);
   } catch (const dnnl::error& e) {
     RTX_THROW(Error, "[{}] oneDNN failed: {} (status {})", op, e.what(), static_cast<int>(e.status));
   }
@@ -349,7 +383,7 @@ bool onednn_conv2d_backward_input(const Tensor& grad_x, const Tensor& grad_out, 
   if (!takes({&grad_x, &grad_out, &weight})) return false;
   const Problem pr{Direction::BackwardInput, grad_x.dtype(), false, grad_x.sizes(), weight.sizes(), grad_out.sizes(),
                    p, allows_winograd(grad_x.dtype(), weight.sizes(), p.groups)};
-  return run("conv2d_backward_input", pr, {grad_out.data_ptr(), weight.data_ptr(), grad_x.data_ptr()});
+  return run("conv2d_backward_input", pr, {grad_out.data_ptr(), weight.data_ptr(), grad_x.data_ptr()}, grad_out);
 }
 
 bool onednn_conv2d_backward_weight(const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
@@ -360,7 +394,7 @@ bool onednn_conv2d_backward_weight(const Tensor& grad_w, const Tensor& grad_b, c
                    grad_out.sizes(), p, false};
   std::vector<void*> data{grad_out.data_ptr(), x.data_ptr(), grad_w.data_ptr()};
   if (grad_b.defined()) data.push_back(grad_b.data_ptr());
-  return run("conv2d_backward_weight", pr, data);
+  return run("conv2d_backward_weight", pr, data, grad_out);
 }
 
 bool onednn_conv_enabled() { return g_enabled.load(); }
