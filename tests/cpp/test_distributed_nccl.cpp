@@ -189,7 +189,8 @@ TEST(DistributedNccl, OneRankNonContiguousTensorsAreStagedAndCopiedBack) {
 }
 
 // The collective runs after the producer queued on the caller's (side) stream, and the Work's wait()
-// orders the caller's stream after the collective.
+// orders the caller's stream after the collective. Whenever the collective is seen completed, so is
+// the producer (queried after it; on a loaded host both may be done by the first query).
 TEST(DistributedNccl, OneRankCollectiveRunsAfterTheCallersStream) {
   SKIP_WITHOUT_GPUS(1);
   const auto errors = run_ranks(1, kOneRank, [](int, dist::ProcessGroup& pg) {
@@ -198,8 +199,11 @@ TEST(DistributedNccl, OneRankCollectiveRunsAfterTheCallersStream) {
     cuda::StreamGuard guard(side);
     Tensor out = zeros({kSlow * kSlow}, on_gpu(kFloat32));
     const Tensor in = slow_ones(0) + 6;  // 7 once the producer is done
+    cuda::Event produced;
+    produced.record(side);
     auto work = pg.all_gather_into_tensor(out, in);
-    EXPECT_FALSE(work->is_completed());  // the producer is still running
+    while (!work->is_completed()) std::this_thread::yield();
+    EXPECT_TRUE(produced.query());
     work->wait();
     EXPECT_TRUE(all_close(out, full({kSlow * kSlow}, 7.0, kFloat64), 0, 0));
   });
