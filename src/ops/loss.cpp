@@ -185,9 +185,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& w
       Tensor grad = detail::make_tensor(logits.sizes(), logits.dtype(), logits.device());
       const Tensor grad3 = detail::make_view(grad, c.input3(), detail::contiguous_strides(c.input3()), 0);
       const Tensor gk = kernel_grad(c, g, acc, reduction);
-      kernels::cross_entropy_backward_kernel.get(logits.device())(grad3, gk,
-                                                                  contiguous_as(logits, c.input3()), s[3], t, w, s[4],
-                                                                  ignore_index, reduction, label_smoothing);
+      kernels::cross_entropy_backward_kernel.get(logits.device())(grad3, gk, contiguous_as(logits, c.input3()), s[3], t,
+                                                                  w, s[4], ignore_index, reduction, label_smoothing);
       return TensorList{grad};
     });
     autograd::set_history(o.out, node);
