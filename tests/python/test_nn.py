@@ -1,5 +1,5 @@
 """nn: module registration, state_dict keys and round trips, train/eval, to(), layers against
-numpy references, init statistics, clip_grad_norm_ and attention."""
+numpy references, init statistics, clip_grad_norm_ and attention (float32 under allow_tf32 too)."""
 import math
 from collections import OrderedDict
 
@@ -143,3 +143,34 @@ def test_scaled_dot_product_attention_causal():
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
     assert_close(out, weights @ v, rtol=1e-10)
+
+
+def test_float32_attention_follows_allow_tf32(device):
+    """float32 attention as a GPT block calls it (heads split off one projection by view and
+    transpose, causal) with torch.backends.cuda.matmul.allow_tf32 set as scripts set it: exact
+    float32 without it, TF32's precision with it (on CUDA it then runs on tensor cores and differs
+    from the exact result), forward and input gradient against float64."""
+    B, T, H, D = 2, 70, 3, 64
+    x = np.random.default_rng(4).standard_normal((B, T, 3 * H * D))
+    g = np.random.default_rng(5).standard_normal((B, H, T, D))
+
+    def run(dtype, dev, allow_tf32):
+        saved = rt.backends.cuda.matmul.allow_tf32
+        rt.backends.cuda.matmul.allow_tf32 = allow_tf32
+        try:
+            xt = rt.tensor(x, dtype=dtype, device=dev, requires_grad=True)
+            q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in xt.split(H * D, dim=2))
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            out.backward(rt.tensor(g, dtype=dtype, device=dev))
+            return to_numpy(out), to_numpy(xt.grad)
+        finally:
+            rt.backends.cuda.matmul.allow_tf32 = saved
+
+    reference = run(rt.float64, "cpu", False)
+    exact, tf32 = run(rt.float32, device, False), run(rt.float32, device, True)
+    for got, want in zip(exact, reference):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    for got, want in zip(tf32, reference):
+        np.testing.assert_allclose(got, want, rtol=3e-3, atol=3e-3)
+    if device == "cuda":
+        assert not np.array_equal(tf32[0], exact[0])
