@@ -223,8 +223,8 @@ void pointwise_launch(const Tensor& out, const F& f, std::index_sequence<I...>, 
     return p == nullptr || (t.is_contiguous() && reinterpret_cast<uintptr_t>(p) % (bytes * kVec) == 0);
   };
   if ((vectorizable(out, out.data_ptr(), sizeof(Out)) && ... && vectorizable(ins, in[I], sizeof(In)))) {
-    launch_dependent(pointwise_vector_kernel<kVec, F, Out, In...>, grid_for((n + kVec - 1) / kVec), kBlockSize, scope, n, f, host,
-                     static_cast<Out*>(out.data_ptr()), static_cast<const In*>(in[I])...);
+    launch_dependent(pointwise_vector_kernel<kVec, F, Out, In...>, grid_for((n + kVec - 1) / kVec), kBlockSize, scope,
+                     n, f, host, static_cast<Out*>(out.data_ptr()), static_cast<const In*>(in[I])...);
     return;
   }
   const std::array<const Tensor*, N> ops{&out, &ins...};
