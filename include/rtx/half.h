@@ -1,5 +1,7 @@
 // 16-bit floating point storage types (IEEE half and bfloat16), convertible to and from float on
 // host and device. Arithmetic is done in float: every operator converts, computes and rounds back.
+// On NVIDIA GPUs the conversions are the hardware's cvt instructions (round to nearest even, as the
+// portable code below, which the host and AMD GPUs run); only NaN payloads may differ.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +39,11 @@ RTX_INLINE float bits_float(uint32_t u) {
 
 // IEEE binary16 <-> binary32, round to nearest even, with subnormals, infinities and NaN.
 RTX_INLINE float half_bits_to_float(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#else
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
@@ -48,9 +55,15 @@ RTX_INLINE float half_bits_to_float(uint16_t h) {
     return sign ? -v : v;
   }
   return bits_float(sign | ((exp + 112u) << 23) | (mant << 13));
+#endif
 }
 
 RTX_INLINE uint16_t float_to_half_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  uint16_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   const uint32_t x = float_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t absx = x & 0x7fffffffu;
@@ -71,15 +84,22 @@ RTX_INLINE uint16_t float_to_half_bits(float f) {
   const uint32_t mant_odd = (absx >> 13) & 1u;
   const uint32_t rounded = absx + 0xfffu + mant_odd;
   return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+#endif
 }
 
 RTX_INLINE float bf16_bits_to_float(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16); }
 
 RTX_INLINE uint16_t float_to_bf16_bits(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint16_t b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return b;
+#else
   const uint32_t x = float_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
   const uint32_t lsb = (x >> 16) & 1u;
   return static_cast<uint16_t>((x + 0x7fffu + lsb) >> 16);
+#endif
 }
 
 }  // namespace detail

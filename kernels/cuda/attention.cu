@@ -88,7 +88,7 @@ __device__ __forceinline__ void for_each_warp_row(int64_t rows, const F& f) {
 template <typename T>
 __device__ __forceinline__ opmath_t<T> warp_dot(const T* a, const T* b, int64_t d, int lane) {
   opmath_t<T> s = 0;
-  for (int64_t e = lane; e < d; e += kWarpSize) s += from_storage(a[e]) * from_storage(b[e]);
+  for (int64_t e = lane; e < d; e += kWarpSize) s += static_cast<opmath_t<T>>(a[e]) * static_cast<opmath_t<T>>(b[e]);
   return group_reduce(s, kWarpSize, SumOp{});
 }
 
@@ -115,14 +115,14 @@ __global__ void __launch_bounds__(kGenericWarps* kWarpSize)
 #pragma unroll
         for (int e = 0; e < kGenericSlice; ++e) {
           const int64_t c = c0 + e * kWarpSize + lane;
-          acc[e] = acc[e] * alpha + (c < d ? p * from_storage(vh[j * v_ld + c]) : acc_t(0));
+          acc[e] = acc[e] * alpha + (c < d ? p * static_cast<opmath_t<T>>(vh[j * v_ld + c]) : acc_t(0));
         }
         m = m_new;
       }
 #pragma unroll
       for (int e = 0; e < kGenericSlice; ++e) {
         const int64_t c = c0 + e * kWarpSize + lane;
-        if (c < d) out.row(head, i)[c] = to_storage<T>(acc[e] / l);
+        if (c < d) out.row(head, i)[c] = static_cast<T>(acc[e] / l);
       }
       if (c0 == 0 && lane == 0) lse[row] = m + log_of<T>(l);
     }
@@ -165,13 +165,13 @@ __global__ void __launch_bounds__(kGenericWarps* kWarpSize)
 #pragma unroll
         for (int e = 0; e < kGenericSlice; ++e) {
           const int64_t c = c0 + e * kWarpSize + lane;
-          if (c < d) acc[e] += ds * from_storage(kh[j * k_ld + c]);
+          if (c < d) acc[e] += ds * static_cast<opmath_t<T>>(kh[j * k_ld + c]);
         }
       }
 #pragma unroll
       for (int e = 0; e < kGenericSlice; ++e) {
         const int64_t c = c0 + e * kWarpSize + lane;
-        if (c < d) dq.row(head, i)[c] = to_storage<T>(scale * acc[e]);
+        if (c < d) dq.row(head, i)[c] = static_cast<T>(scale * acc[e]);
       }
     }
   });
@@ -201,8 +201,8 @@ __global__ void __launch_bounds__(kGenericWarps* kWarpSize)
         for (int e = 0; e < kGenericSlice; ++e) {
           const int64_t c = c0 + e * kWarpSize + lane;
           if (c < d) {
-            acc_v[e] += p * from_storage(gi[c]);
-            acc_k[e] += ds * from_storage(qi[c]);
+            acc_v[e] += p * static_cast<opmath_t<T>>(gi[c]);
+            acc_k[e] += ds * static_cast<opmath_t<T>>(qi[c]);
           }
         }
       }
@@ -210,8 +210,8 @@ __global__ void __launch_bounds__(kGenericWarps* kWarpSize)
       for (int e = 0; e < kGenericSlice; ++e) {
         const int64_t c = c0 + e * kWarpSize + lane;
         if (c < d) {
-          dv.row(head, j)[c] = to_storage<T>(acc_v[e]);
-          dk.row(head, j)[c] = to_storage<T>(scale * acc_k[e]);
+          dv.row(head, j)[c] = static_cast<T>(acc_v[e]);
+          dk.row(head, j)[c] = static_cast<T>(scale * acc_k[e]);
         }
       }
     }
@@ -791,7 +791,7 @@ struct MmaOps16 {
 
   // Two floats rounded to T, lo in the low half.
   static __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
-    return static_cast<uint32_t>(to_storage<T>(lo).bits) | (static_cast<uint32_t>(to_storage<T>(hi).bits) << 16);
+    return static_cast<uint32_t>(static_cast<T>(lo).bits) | (static_cast<uint32_t>(static_cast<T>(hi).bits) << 16);
   }
 
   // The A fragment of 16 rows (from row0) of a shared tile, columns 16 kk .. 16 kk + 15.

@@ -370,33 +370,30 @@ void sort_keys(uint64_t* keys, int64_t count, cudaStream_t stream) {
   }
 }
 
-// First position in sorted keys[0, k) whose key is >= key.
-__device__ __forceinline__ int64_t lower_bound(const uint64_t* keys, int64_t k, uint64_t key) {
-  int64_t lo = 0, hi = k;
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (keys[mid] < key)
-      lo = mid + 1;
-    else
-      hi = mid;
+// The positions of each index in the sorted keys[0, k): [bounds[v], bounds[num + v]), left empty
+// (zeros) for indices that do not occur; keys of all ones (padding, indices outside [0, num)) sort
+// last and are skipped.
+__global__ void embedding_bounds_kernel(int64_t* bounds, const uint64_t* keys, int64_t k, int64_t num, int shift) {
+  for (int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; p < k;
+       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint64_t key = keys[p];
+    if (key == ~uint64_t{0}) continue;
+    const uint64_t v = key >> shift;
+    if (p == 0 || (keys[p - 1] >> shift) != v) bounds[v] = p;
+    if (p + 1 == k || (keys[p + 1] >> shift) != v) bounds[num + v] = p + 1;
   }
-  return lo;
 }
 
 // Weight row v of the gradient: the gradient rows at the positions of index v, summed in position
 // order (zero for padding_idx and for indices that do not occur).
 template <typename T>
-__global__ void embedding_backward_kernel(T* gw, const T* g, const uint64_t* keys, int64_t k, int64_t num, int64_t dim,
-                                          int shift, int64_t padding_idx, int lanes) {
+__global__ void embedding_backward_kernel(T* gw, const T* g, const uint64_t* keys, const int64_t* bounds, int64_t num,
+                                          int64_t dim, int shift, int64_t padding_idx, int lanes) {
   using acc_t = opmath_t<T>;
   const uint64_t mask = (uint64_t{1} << shift) - 1;
   for_each_row(num, lanes, [&](int64_t v, int lane) {
     if (v < 0) return;
-    int64_t lo = 0, hi = 0;
-    if (v != padding_idx) {
-      lo = lower_bound(keys, k, static_cast<uint64_t>(v) << shift);
-      hi = lower_bound(keys, k, static_cast<uint64_t>(v + 1) << shift);
-    }
+    const int64_t lo = v == padding_idx ? 0 : bounds[v], hi = v == padding_idx ? 0 : bounds[num + v];
     for (int64_t d = lane; d < dim; d += lanes) {
       acc_t acc = 0;
 #pragma unroll 4
@@ -430,11 +427,19 @@ void embedding_backward_cuda(const Tensor& grad_weight, const Tensor& g, const T
     RTX_CUDA_CHECK_LAUNCH();
   });
   sort_keys(keys, padded, scope.stream());
+  const Tensor bounds_t = rtx::detail::make_tensor({2, num}, kInt64, g.device());
+  int64_t* bounds = bounds_t.data_ptr<int64_t>();
+  RTX_CUDA_CHECK(cudaMemsetAsync(bounds, 0, static_cast<size_t>(bounds_t.nbytes()), scope.stream()));
+  if (k > 0) {
+    embedding_bounds_kernel<<<grid_stride_blocks(k, kBlockSize), kBlockSize, 0, scope.stream()>>>(bounds, keys, k, num,
+                                                                                                   shift);
+    RTX_CUDA_CHECK_LAUNCH();
+  }
   RTX_DISPATCH_FLOATS(g.dtype(), "embedding_backward", [&] {
     const RowLaunch l(num, lanes_for(dim));
     embedding_backward_kernel<scalar_t>
-        <<<l.grid, l.block, 0, scope.stream()>>>(grad_weight.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), keys, k, num,
-                                                 dim, shift, padding_idx.value_or(-1), l.lanes);
+        <<<l.grid, l.block, 0, scope.stream()>>>(grad_weight.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), keys, bounds,
+                                                 num, dim, shift, padding_idx.value_or(-1), l.lanes);
     RTX_CUDA_CHECK_LAUNCH();
   });
 }

@@ -162,36 +162,6 @@ __device__ __forceinline__ void for_each_row(int64_t rows, int lanes, const F& f
   }
 }
 
-// Conversions between storage and opmath types in the hot loops: the hardware's round-to-nearest-
-// even conversions where there are (the results of rtx::Half and rtx::BFloat16 up to NaN payloads),
-// the portable ones otherwise.
-template <typename T>
-__device__ __forceinline__ opmath_t<T> from_storage(T v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
-  if constexpr (std::is_same_v<T, Half>) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.bits));
-    return f;
-  }
-#endif
-  return static_cast<opmath_t<T>>(v);
-}
-template <typename T>
-__device__ __forceinline__ T to_storage(opmath_t<T> v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    uint16_t b;
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(v));
-    return BFloat16::from_bits(b);
-  } else if constexpr (std::is_same_v<T, Half>) {
-    uint16_t h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    return Half::from_bits(h);
-  }
-#endif
-  return static_cast<T>(v);
-}
-
 // Loads the piece of a row starting at element j (elements past n read as fill). Vectorized rows
 // are 16-byte aligned with a multiple of kVecOf<T> elements; kWhole: the piece is known to be a
 // whole one of a vectorized row.
@@ -202,10 +172,10 @@ __device__ __forceinline__ void load_piece(const T* row, index_t j, index_t n, b
   if (kWhole || (vectorized && j < n)) {
     const Packed<T, kVec> p = *reinterpret_cast<const Packed<T, kVec>*>(row + j);
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) v[e] = from_storage(p.v[e]);
+    for (int e = 0; e < kVec; ++e) v[e] = static_cast<opmath_t<T>>(p.v[e]);
   } else {
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) v[e] = j + e < n ? from_storage(row[j + e]) : fill;
+    for (int e = 0; e < kVec; ++e) v[e] = j + e < n ? static_cast<opmath_t<T>>(row[j + e]) : fill;
   }
 }
 
@@ -218,12 +188,12 @@ __device__ __forceinline__ void store_piece(T* row, index_t j, index_t n, bool v
   if (kWhole || (vectorized && j < n)) {
     Packed<T, kVec> p;
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) p.v[e] = to_storage<T>(v[e]);
+    for (int e = 0; e < kVec; ++e) p.v[e] = static_cast<T>(v[e]);
     *reinterpret_cast<Packed<T, kVec>*>(row + j) = p;
   } else {
 #pragma unroll
     for (int e = 0; e < kVec; ++e)
-      if (j + e < n) row[j + e] = to_storage<T>(v[e]);
+      if (j + e < n) row[j + e] = static_cast<T>(v[e]);
   }
 }
 
@@ -242,7 +212,7 @@ struct RowFragment {
 
   // First element of piece p of this lane.
   static __device__ __forceinline__ int first(int p, int lane, int lanes) { return (p * lanes + lane) * kVec; }
-  __device__ __forceinline__ acc_t at(int p, int e) const { return from_storage(raw[p].v[e]); }
+  __device__ __forceinline__ acc_t at(int p, int e) const { return static_cast<opmath_t<T>>(raw[p].v[e]); }
 
   // Elements past n read as zero (they are never visited or stored).
   __device__ __forceinline__ void load(const T* row, int n, int lane, int lanes, bool vectorized) {

@@ -1,5 +1,5 @@
 // DTypes and their promotion (promote_types, result_type tiers), Scalar kinds, the 16-bit float
-// conversions (exhaustive over every bit pattern) and Device parsing.
+// conversions (exhaustive over every bit pattern, on the host and the GPU) and Device parsing.
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -293,6 +293,57 @@ TEST(BFloat16, FloatRoundsToNearestEven) {
   EXPECT_TRUE(std::isnan(static_cast<float>(BFloat16(NAN))));
   // A NaN whose payload sits in the low half stays NaN (does not become inf).
   EXPECT_TRUE(std::isnan(static_cast<float>(BFloat16(float_of(0x7f800001u)))));
+}
+
+// The GPU's conversions (the hardware's cvt instructions) against the host's portable ones: float
+// -> 16 bits over every 16-bit value, the ties between neighbours and the floats beside them, a sweep
+// of the float range and the special values; 16 bits -> float over every bit pattern. The same
+// bits, and NaN for NaN (payloads may differ).
+template <typename T>
+void check_cuda_conversions(DType dtype, float (*decode)(uint16_t)) {
+  std::vector<float> floats = {INFINITY, -INFINITY, NAN, -NAN, 0.0f, -0.0f, 3.4028235e38f, 1e-45f, float_of(0x7f800001u)};
+  for (uint32_t b = 0; b < 0x8000; ++b) {
+    const float lo = decode(static_cast<uint16_t>(b)), hi = decode(static_cast<uint16_t>(b + 1));
+    if (!std::isfinite(lo)) break;
+    const float mid = std::isfinite(hi) ? (lo + hi) / 2 : lo;
+    for (float f : {lo, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) {
+      floats.push_back(f);
+      floats.push_back(-f);
+    }
+  }
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) floats.push_back(float_of(static_cast<uint32_t>(u)));
+  const auto n = static_cast<int64_t>(floats.size());
+  const Tensor narrowed = from_buffer(floats.data(), {n}, kFloat32, Device(kCUDA, 0)).to(dtype).cpu();
+  const auto* got = static_cast<const uint16_t*>(narrowed.data_ptr());
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t want = T(floats[static_cast<size_t>(i)]).bits;
+    if (std::isnan(floats[static_cast<size_t>(i)]))
+      ASSERT_TRUE(std::isnan(decode(got[i]))) << std::hexfloat << floats[static_cast<size_t>(i)];
+    else
+      ASSERT_EQ(got[i], want) << std::hexfloat << floats[static_cast<size_t>(i)];
+  }
+
+  std::vector<uint16_t> patterns(65536);
+  for (uint32_t b = 0; b < 65536; ++b) patterns[b] = static_cast<uint16_t>(b);
+  const Tensor widened = from_buffer(patterns.data(), {65536}, dtype, Device(kCUDA, 0)).to(kFloat32).cpu();
+  const auto* wide = static_cast<const float*>(widened.data_ptr());
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const float want = decode(static_cast<uint16_t>(b));
+    if (std::isnan(want))
+      ASSERT_TRUE(std::isnan(wide[b])) << std::hex << b;
+    else
+      ASSERT_EQ(bits_of(wide[b]), bits_of(want)) << std::hex << b;
+  }
+}
+
+TEST(Half, CudaConversionsMatchTheHost) {
+  RTX_SKIP_IF_UNAVAILABLE(Device(kCUDA, 0));
+  check_cuda_conversions<Half>(kFloat16, detail::half_bits_to_float);
+}
+
+TEST(BFloat16, CudaConversionsMatchTheHost) {
+  RTX_SKIP_IF_UNAVAILABLE(Device(kCUDA, 0));
+  check_cuda_conversions<BFloat16>(kBFloat16, detail::bf16_bits_to_float);
 }
 
 // ---- Device -----------------------------------------------------------------------------------
