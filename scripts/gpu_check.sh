@@ -9,7 +9,7 @@
 #   bench, the host time of a bare launch, the side-by-side timings of bench/torch/compare.cpp and the
 #   Python per-op overhead; pip, which installs the package offline with pip into a scratch prefix;
 #   graphs, CUDA graphs beside PyTorch's (bench/python/cuda_graphs.py: tiny ops, MLP, LeNet and
-#   GPT-2 steps eager and captured) and the GPT-2 trainer with --cuda-graph; train, which runs the bundled trainers on the GPU and their
+#   GPT-2 steps eager and captured) and the bundled trainers with --cuda-graph; train, which runs the bundled trainers on the GPU and their
 #   training throughput beside PyTorch's, on the GPU and on two CPU cores; ddp1, the GPT trainer under rtx-run on one GPU
 #   (DistributedDataParallel over nccl) against the plain run; and multigpu, for two or more GPUs: the
 #   distributed tests at that world size, all_reduce bandwidth and DDP GPT-2 on 1 and N GPUs (plain
@@ -110,11 +110,14 @@ gpt_text() {
 }
 
 graphs() {
-  # CUDA graphs beside PyTorch's, then the GPT-2 trainer with --cuda-graph (its hit rate is printed last).
+  # CUDA graphs beside PyTorch's, then the bundled trainers with --cuda-graph (each prints its hit rate last).
   local py=(env PYTHONPATH=build/gpu/python python3)
+  local mnist=(${RTX_FASHION_MNIST_DIR:+--data-dir "$RTX_FASHION_MNIST_DIR"})
   "${py[@]}" bench/python/cuda_graphs.py --gpt --json "$LOGS/cuda_graphs.json" &&
   rm -rf /tmp/rtx-graph && "${py[@]}" -m rustytorch.train gpt --preset gpt2 --batch-size 8 --max-steps 30 \
-    --log-every 10 --text "$(gpt_text)" --cuda-graph --out /tmp/rtx-graph
+    --log-every 10 --text "$(gpt_text)" --cuda-graph --out /tmp/rtx-graph/gpt &&
+  "${py[@]}" -m rustytorch.train mlp "${mnist[@]}" --max-steps 400 --cuda-graph --out /tmp/rtx-graph/mlp &&
+  "${py[@]}" -m rustytorch.train cnn "${mnist[@]}" --max-steps 400 --cuda-graph --out /tmp/rtx-graph/cnn
 }
 
 ddp1() {
