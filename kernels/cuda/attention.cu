@@ -5,7 +5,7 @@
 // head through shared memory. Each row keeps an online softmax (running maximum m, running sum l of
 // exp(s - m)) and an output accumulator rescaled whenever m grows; at the end out = acc / l and
 // lse = m + log(l).
-// Backward: Dl_i = dot(g_i, out_i) first (a warp per row), then two kernels that recompute
+// Backward: Dl_i = dot(g_i, out_i) first (a group of lanes per row), then two kernels that recompute
 // P = exp(s - lse) and each own what they write: a block per key tile loops over the query tiles,
 // accumulating dk and dv; a block per query tile loops over the key tiles, accumulating dq. Every sum
 // runs in a fixed order and nothing is atomic, so results are bitwise reproducible.
@@ -129,15 +129,29 @@ __global__ void __launch_bounds__(kGenericWarps* kWarpSize)
   });
 }
 
-// dl[row] = dot(g[row], out[row]) for the backward's dS = P * (dP - dl).
+// dl[row] = dot(g[row], out[row]) for the backward's dS = P * (dP - dl): `lanes` threads per row
+// (a power of two up to a warp), each reading 16-byte pieces of both rows.
 template <typename T>
-__global__ void __launch_bounds__(kGenericWarps* kWarpSize)
+__global__ void __launch_bounds__(kGroupBlock)
     attention_row_dot_kernel(opmath_t<T>* dl, Heads<const T> g, Heads<const T> out, int64_t L, int64_t d,
-                             int64_t rows) {
-  for_each_warp_row(rows, [&](int64_t row, int lane) {
-    const int64_t head = row / L, i = row % L;
-    const opmath_t<T> s = warp_dot(g.row(head, i), out.row(head, i), d, lane);
-    if (lane == 0) dl[row] = s;
+                             int64_t rows, int lanes, bool vectorized) {
+  using acc_t = opmath_t<T>;
+  constexpr int kVec = kVecOf<T>;
+  for_each_row(rows, lanes, [&](int64_t row, int lane) {
+    acc_t s = 0;
+    if (row >= 0) {
+      const T* a = g.row(row / L, row % L);
+      const T* b = out.row(row / L, row % L);
+      for (int64_t j = static_cast<int64_t>(lane) * kVec; j < d; j += static_cast<int64_t>(lanes) * kVec) {
+        acc_t x[kVec], y[kVec];
+        load_piece(a, j, d, vectorized, acc_t(0), x);
+        load_piece(b, j, d, vectorized, acc_t(0), y);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) s += x[e] * y[e];
+      }
+    }
+    s = group_reduce(s, lanes, SumOp{});
+    if (row >= 0 && lane == 0) dl[row] = s;
   });
 }
 
@@ -1370,10 +1384,11 @@ void attention_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& d
     const Heads<const T> gh = heads_of<const T>(g);
     const Tensor dl_t = rtx::detail::make_tensor({sh.bh, sh.L}, lse.dtype(), q.device());
     acc_t* dl = dl_t.data_ptr<acc_t>();
+    const Heads<const T> oh = heads_of<const T>(out);
     const int64_t rows = sh.bh * sh.L;
-    attention_row_dot_kernel<T>
-        <<<grid_stride_blocks(rows, kGenericWarps), kGenericWarps * kWarpSize, 0, scope.stream()>>>(
-            dl, gh, heads_of<const T>(out), sh.L, sh.d, rows);
+    const RowLaunch rl(rows, static_cast<int>(std::min<int64_t>(kWarpSize, pow2_ceil(ceil_div(sh.d, kVecOf<T>)))));
+    attention_row_dot_kernel<T><<<rl.grid, rl.block, 0, scope.stream()>>>(
+        dl, gh, oh, sh.L, sh.d, rows, rl.lanes, sh.d % kVecOf<T> == 0 && gh.rows_aligned_16() && oh.rows_aligned_16());
     RTX_CUDA_CHECK_LAUNCH();
     backward<T>(sh, heads_of<T>(dq), heads_of<T>(dk), heads_of<T>(dv), gh, heads_of<const T>(q), heads_of<const T>(k),
                 heads_of<const T>(v), lse.data_ptr<acc_t>(), dl, scale, causal, q.device().index, scope.stream());

@@ -213,14 +213,14 @@ class LanguageModelTask:
     def _batch(self, tokens, starts):
         T = self.config.context
         windows = tokens[np.asarray(starts)[:, None] + np.arange(T + 1)[None, :]]
-        windows = rt.from_numpy(np.ascontiguousarray(windows)).to(self.device)
-        return windows[:, :-1], windows[:, 1:]
+        return rt.from_numpy(np.ascontiguousarray(windows)).to(self.device)
 
     def train_batch(self, indices):
         return self._batch(self.train_tokens, np.asarray(indices) * self.config.context)
 
-    def loss(self, model, batch):
-        x, y = batch
+    def loss(self, model, windows):
+        """windows: [B, T + 1] tokens; each predicts its next token (the slicing is part of the step)."""
+        x, y = windows[:, :-1], windows[:, 1:]
         logits = model(x)
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
 

@@ -118,8 +118,8 @@ def fit(args, files, model, optimizer, task, total_steps, steps_per_epoch, lr_at
             batch = task.train_batch(order[index * args.batch_size:(index + 1) * args.batch_size])
             lr = lr_at(step)
             for param_group in optimizer.param_groups:
-                if isinstance(param_group["lr"], rt.Tensor):
-                    param_group["lr"].fill_(lr)
+                if isinstance(param_group["lr"], rt.Tensor):  # a copy from the host, not a kernel launch
+                    param_group["lr"].copy_(rt.tensor(lr, dtype=rt.float64))
                 else:
                     param_group["lr"] = lr
             model.train()

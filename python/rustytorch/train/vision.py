@@ -53,11 +53,12 @@ class ClassificationTask:
         self.unit, self.units_per_step = "img", args.batch_size
 
     def train_batch(self, indices):
-        index = rt.from_numpy(np.ascontiguousarray(indices, dtype=np.int64)).to(self.device)
-        return self.x_train.index_select(0, index), self.y_train.index_select(0, index)
+        return rt.from_numpy(np.ascontiguousarray(indices, dtype=np.int64)).to(self.device)
 
-    def loss(self, model, batch):
-        x, y = batch
+    def loss(self, model, index):
+        """index: the batch's positions in the training set; the gather is part of the step (and of its
+        CUDA graph with --cuda-graph)."""
+        x, y = self.x_train.index_select(0, index), self.y_train.index_select(0, index)
         return F.cross_entropy(model(x), y)
 
     def before_step(self, model):
