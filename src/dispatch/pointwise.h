@@ -3,11 +3,24 @@
 // dtypes the front-end chose; they never validate user input.
 #pragma once
 
+#include <string_view>
+
 #include "core/dispatch.h"
 #include "kernels/common/pointwise_functors.h"
 #include "rtx/tensor.h"
 
 namespace rtx::kernels {
+
+// The binary ops whose float32 kernels read a bfloat16 or float16 operand as it is beside a float32
+// one (a mixed-precision model's residual adds), where the others have the front-end cast it first.
+constexpr bool mixed_float_operands(std::string_view op) { return op == "add" || op == "sub" || op == "mul"; }
+
+// Whether such an op computes `out` from a and b as they are: out float32, one operand float32 and the
+// other a 16-bit float.
+inline bool reads_mixed_floats(DType out, DType a, DType b) {
+  const auto low = [](DType t) { return t == DType::BFloat16 || t == DType::Float16; };
+  return out == DType::Float32 && ((a == DType::Float32 && low(b)) || (low(a) && b == DType::Float32));
+}
 
 using UnaryFn = void(const Tensor& out, const Tensor& x);
 using BinaryFn = void(const Tensor& out, const Tensor& a, const Tensor& b);

@@ -36,18 +36,22 @@ struct Broadcast {
   Tensor a, b;
   Device device;  // where the op runs (see detail::common_device)
 };
-// Casts a and b to ct and expands both to their common shape.
-Broadcast broadcast_pair(const char* op, const Tensor& a, const Tensor& b, DType ct) {
+// Casts a and b to ct and expands both to their common shape. With mixed_floats (the ops of
+// kernels::mixed_float_operands) a float32 and a 16-bit float operand keep their dtypes: the kernel
+// reads both as they are.
+Broadcast broadcast_pair(const char* op, const Tensor& a, const Tensor& b, DType ct, bool mixed_floats = false) {
   check_defined(a, op, "first operand");
   check_defined(b, op, "second operand");
   const Device device = detail::common_device(op, {&a, &b});
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op);
-  return {shape, detail::expand_to(detail::cast(a, ct), shape), detail::expand_to(detail::cast(b, ct), shape), device};
+  const bool as_they_are = mixed_floats && kernels::reads_mixed_floats(ct, a.dtype(), b.dtype());
+  const auto operand = [&](const Tensor& t) { return detail::expand_to(as_they_are ? t : detail::cast(t, ct), shape); };
+  return {shape, operand(a), operand(b), device};
 }
 
 Tensor binary_forward(const char* op, const KernelTable<kernels::BinaryFn>& k, const Tensor& a, const Tensor& b,
-                      DType ct, DType out_dtype) {
-  Broadcast bc = broadcast_pair(op, a, b, ct);
+                      DType ct, DType out_dtype, bool mixed_floats = false) {
+  Broadcast bc = broadcast_pair(op, a, b, ct, mixed_floats);
   Tensor out = detail::make_tensor(bc.shape, out_dtype, bc.device);
   if (out.numel() > 0) k.get(bc.device)(out, bc.a, bc.b);
   return out;
@@ -198,7 +202,8 @@ Tensor threshold_backward(const Tensor& g, const Tensor& out, double threshold) 
     check_defined(b_in, #name, "second operand");                                                \
     const DType ct = compute_dtype(#name, result_type(a_in, b_in), Rule::rule);                  \
     if constexpr (integer_division(#name)) check_divisor(#name, a_in, b_in, ct);                 \
-    Tensor result = binary_forward(#name, kernels::name##_kernel, a_in, b_in, ct, ct);           \
+    Tensor result = binary_forward(#name, kernels::name##_kernel, a_in, b_in, ct, ct,            \
+                                   kernels::mixed_float_operands(#name));                        \
     if (auto node = autograd::make_node(#name, a_in, b_in)) {                                    \
       RTX_SAVE2_##save(node, a_in, b_in, result);                                                \
       node->set_backward([](const TensorList& grads, const TensorList& s) {                      \

@@ -433,6 +433,56 @@ TEST_P(PointwiseTest, BinaryMixedDTypesPromote) {
   EXPECT_EQ(add(make({1}, {}, dev(), kInt32), make({0.5}, {}, dev(), kFloat16)).dtype(), kFloat16);
 }
 
+// add, sub and mul read a bfloat16 or float16 operand beside a float32 one as it is: the same bits as
+// casting it to float32 first, in every layout and in both orders, and the 16-bit operand's gradient
+// comes back in its own dtype, as through the cast.
+TEST_P(PointwiseTest, MixedFloatOperandsEqualCastingFirst) {
+  using BinaryOp = Tensor (*)(const Tensor&, const Tensor&);
+  const std::vector<std::pair<std::string, BinaryOp>> ops = {{"add", add}, {"sub", sub}, {"mul", mul}};
+  const auto wide = pairs(kFloat32, Domain::Any, Domain::Any, 7);
+  for (DType low : {kBFloat16, kFloat16}) {
+    const auto narrow = pairs(low, Domain::Any, Domain::Any, 300);
+    for (size_t i = 0; i < wide.size(); ++i) {
+      for (bool low_first : {false, true}) {
+        const Tensor f = std::get<1>(wide[i]), h = low_first ? std::get<1>(narrow[i]) : std::get<2>(narrow[i]);
+        const Tensor& a = low_first ? h : f;
+        const Tensor& b = low_first ? f : h;
+        if (f.dim() == 0 && h.dim() > 0) continue;  // a 0-d float32 leaves the result 16-bit (tested below)
+        for (const auto& [name, op] : ops) {
+          const std::string what = name + " " + std::get<0>(wide[i]) + (low_first ? " low first " : " ") +
+                                   std::string(dtype_name(low));
+          const Tensor a32 = a.to(kFloat32), b32 = b.to(kFloat32);
+          const Tensor got = op(a, b), want = op(a32, b32);
+          EXPECT_EQ(got.dtype(), kFloat32) << what;
+          EXPECT_TRUE(same_bytes(got, want)) << what;
+          if (got.numel() == 0) continue;
+          Tensor ga = a.detach().requires_grad_(), gb = b.detach().requires_grad_();
+          Tensor ca = a.detach().requires_grad_(), cb = b.detach().requires_grad_();
+          const Tensor weights = input(got.sizes(), kFloat32, Domain::Any, 11);
+          (op(ga, gb) * weights).sum().backward();
+          (op(ca.to(kFloat32), cb.to(kFloat32)) * weights).sum().backward();
+          EXPECT_EQ(ga.grad().dtype(), a.dtype()) << what;
+          EXPECT_EQ(gb.grad().dtype(), b.dtype()) << what;
+          EXPECT_TRUE(same_bytes(ga.grad(), ca.grad())) << what;
+          EXPECT_TRUE(same_bytes(gb.grad(), cb.grad())) << what;
+        }
+      }
+    }
+  }
+  // A 0-d float32 number from the CPU beside a 16-bit tensor: its category does not upcast (bf16 result).
+  const Tensor h = make({1, 2, 3}, {3}, dev(), kBFloat16);
+  EXPECT_EQ(add(h, make({0.5}, {}, Device(kCPU), kFloat32)).dtype(), kBFloat16);
+  // A 0-d 16-bit number from the CPU beside a float32 tensor is read as it is.
+  const Tensor x = make({1, 2, 3}, {3}, dev(), kFloat32), q = make({0.1}, {}, Device(kCPU), kBFloat16);
+  EXPECT_TRUE(same_bytes(mul(x, q), mul(x, q.to(kFloat32))));
+  if (!dev().is_cuda()) return;
+  // No float32 copy of the 16-bit operand: the result is the only allocation.
+  const Tensor big = make(std::vector<double>(4096, 0.25), {4096}, dev(), kBFloat16), wide32 = big.to(kFloat32);
+  const uint64_t before = cuda::memory_stats().num_allocs;
+  const Tensor sum = wide32 + big;
+  EXPECT_EQ(cuda::memory_stats().num_allocs - before, 1u);
+}
+
 TEST_P(PointwiseTest, CompareAllDTypesAndLayouts) {
   std::vector<DType> types = kFloatTypes;
   types.insert(types.end(), kIntTypes.begin(), kIntTypes.end());

@@ -152,6 +152,35 @@ def test_the_policy_matches_pytorchs_cuda_autocast(device):
             assert mine == str(op(torch, to_torch).dtype).split(".")[-1], name
 
 
+@pytest.mark.parametrize("low", ["bfloat16", "float16"])
+def test_residual_arithmetic_of_float32_and_low_dtype_outputs_is_exact(device, low):
+    """x + sublayer(x) with x float32 and the sublayer's output in the autocast dtype (and -, *, the
+    16-bit operand first or second, broadcast): float32 results equal to float32 arithmetic on the
+    16-bit values, bit for bit, and the 16-bit operand's gradient in its own dtype, as in PyTorch."""
+    x = _data((3, 5, 8), 0, device=device)
+    with rt.autocast(device, dtype=getattr(rt, low)):
+        h = F.linear(x, _data((8, 8), 1, device=device))  # the autocast dtype
+    bias = _data((8,), 2, device=device).to(getattr(rt, low))
+    x64, h64, bias64 = (to_numpy(t.float()).astype(np.float32) for t in (x, h, bias))
+    cases = {"x + h": (lambda: x + h, x64 + h64), "h - x": (lambda: h - x, h64 - x64),
+             "x * bias": (lambda: x * bias, x64 * bias64), "bias + x": (lambda: bias + x, bias64 + x64)}
+    for name, (op, expected) in cases.items():
+        got = op()
+        assert got.dtype == rt.float32, name
+        assert np.array_equal(to_numpy(got), expected), name
+    xs, hs = x.detach().requires_grad_(), h.detach().requires_grad_()
+    (xs * hs).sum().backward()
+    assert xs.grad.dtype == rt.float32 and hs.grad.dtype == getattr(rt, low)
+    assert np.array_equal(to_numpy(xs.grad), h64)
+    assert np.array_equal(to_numpy(hs.grad.float()), to_numpy(x.to(getattr(rt, low)).float()))  # rounded once
+    torch = pytest.importorskip("torch")
+    if device == "cuda" and not torch.cuda.is_available():
+        return
+    tx, th = (torch.from_numpy(to_numpy(t.float())).to(device=device, dtype=getattr(torch, _dtype_name(t)))
+              for t in (x, h))
+    assert np.array_equal(to_numpy(x + h), (tx + th).cpu().numpy())
+
+
 class _Net(rt.nn.Module):
     def __init__(self, vocab=11, width=16):
         super().__init__()
