@@ -173,12 +173,32 @@ def test_residual_arithmetic_of_float32_and_low_dtype_outputs_is_exact(device, l
     assert xs.grad.dtype == rt.float32 and hs.grad.dtype == getattr(rt, low)
     assert np.array_equal(to_numpy(xs.grad), h64)
     assert np.array_equal(to_numpy(hs.grad.float()), to_numpy(x.to(getattr(rt, low)).float()))  # rounded once
+
+
+@pytest.mark.parametrize("low", ["bfloat16", "float16"])
+def test_residual_arithmetic_matches_pytorchs(device, low):
+    """The same float32 / 16-bit arithmetic in PyTorch: equal results and gradients, bit for bit."""
     torch = pytest.importorskip("torch")
     if device == "cuda" and not torch.cuda.is_available():
-        return
-    tx, th = (torch.from_numpy(to_numpy(t.float())).to(device=device, dtype=getattr(torch, _dtype_name(t)))
-              for t in (x, h))
-    assert np.array_equal(to_numpy(x + h), (tx + th).cpu().numpy())
+        pytest.skip("PyTorch has no GPU here")
+    x = _data((3, 5, 8), 0, device=device)
+    h, bias = _data((3, 5, 8), 1, device=device).to(getattr(rt, low)), _data((8,), 2, device=device).to(getattr(rt, low))
+
+    def to_torch(t):
+        return torch.from_numpy(to_numpy(t.float())).to(device=device, dtype=getattr(torch, _dtype_name(t)))
+
+    for name, op in {"x + h": lambda x, h, b: x + h, "h - x": lambda x, h, b: h - x,
+                     "x * b": lambda x, h, b: x * b, "b + x": lambda x, h, b: b + x}.items():
+        ours = [t.detach().requires_grad_() for t in (x, h, bias)]
+        theirs = [to_torch(t).requires_grad_() for t in (x, h, bias)]
+        mine, expected = op(*ours), op(*theirs)
+        assert np.array_equal(to_numpy(mine), expected.detach().cpu().numpy()), name
+        mine.sum().backward()
+        expected.sum().backward()
+        for a, b in zip(ours, theirs):
+            if b.grad is not None:
+                assert _dtype_name(a.grad) == str(b.grad.dtype).split(".")[-1], name
+                assert np.array_equal(to_numpy(a.grad.float()), b.grad.float().cpu().numpy()), name
 
 
 class _Net(rt.nn.Module):
