@@ -4,7 +4,9 @@
 // layer_norm keeps each row in registers when it fits (one read, one write, two-pass statistics
 // from the registers) and otherwise streams the row three times. Its weight and bias gradients,
 // and every per-channel batch_norm statistic, are column sums over fixed chunks of rows combined in
-// chunk order by a second kernel: deterministic without atomics.
+// chunk order by a second kernel: deterministic without atomics. Where a row of the backward has a
+// block of its own, that block also sums its rows' columns while it holds them (no second read of
+// g and x); otherwise a column kernel reads them again.
 #include <algorithm>
 
 #include "core/dtype_dispatch.h"
@@ -118,13 +120,17 @@ __device__ __forceinline__ opmath_t<T> layer_norm_grad(opmath_t<T> gh, opmath_t<
   return r * (gh - s.a / n - xh * (s.b / n));
 }
 
-template <typename T, int P, bool kTiled>
+// kColumns: a block per row (lanes == blockDim.x) looping over the rows blockIdx.x + k * gridDim.x,
+// each lane summing (g * xhat, g) of its columns over them; partial[blockIdx.x] gets the sums.
+template <typename T, int P, bool kTiled, bool kColumns>
 __global__ void __launch_bounds__(kMaxRowBlock)
-    layer_norm_backward_rows_kernel(T* gx, const T* g, const T* x, const opmath_t<T>* mean, const opmath_t<T>* rstd,
-                                    const T* w, int64_t rows, int64_t n, int lanes, bool vectorized) {
+    layer_norm_backward_rows_kernel(T* gx, SumPair<opmath_t<T>>* partial, const T* g, const T* x,
+                                    const opmath_t<T>* mean, const opmath_t<T>* rstd, const T* w, int64_t rows,
+                                    int64_t n, int lanes, bool vectorized) {
   using acc_t = opmath_t<T>;
   constexpr int kVec = kVecOf<T>;
   __shared__ SumPair<acc_t> scratch[kMaxBlockWarps];
+  SumPair<acc_t> columns[kColumns ? P : 1][kColumns ? kVec : 1] = {};
   for_each_row(rows, lanes, [&](int64_t row, int lane) {
     const int len = row < 0 ? 0 : static_cast<int>(n);
     const int64_t off = row < 0 ? 0 : row * n;
@@ -148,6 +154,18 @@ __global__ void __launch_bounds__(kMaxRowBlock)
         s.b += gxhat(p, e, wv) * xhat(p, e);
       }
     }
+    if constexpr (kColumns) {
+#pragma unroll
+      for (int p = 0; p < P && row >= 0; ++p) {
+        const int j = gf.first(p, lane, lanes);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          if (!kTiled && j + e >= len) continue;
+          columns[p][e].a += gf.at(p, e) * xhat(p, e);
+          columns[p][e].b += gf.at(p, e);
+        }
+      }
+    }
     s = row_reduce(s, lanes, scratch, SumOp{});
     gf.store(gx + off, len, lane, lanes, vectorized, [&](int p, int j, acc_t(&o)[kVec]) {
       acc_t wv[kVec];
@@ -156,6 +174,15 @@ __global__ void __launch_bounds__(kMaxRowBlock)
       for (int e = 0; e < kVec; ++e) o[e] = layer_norm_grad<T>(gxhat(p, e, wv), xhat(p, e), r, s, static_cast<acc_t>(n));
     });
   });
+  if constexpr (kColumns) {
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int j = RowFragment<T, P, kTiled>::first(p, static_cast<int>(threadIdx.x), lanes);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        if (j + e < n) partial[blockIdx.x * n + j + e] = columns[p][e];
+    }
+  }
 }
 
 template <typename T>
@@ -217,17 +244,29 @@ __global__ void layer_norm_param_partials_kernel(SumPair<opmath_t<T>>* partial, 
   if (threadIdx.y == 0 && col < n) partial[blockIdx.y * n + col] = s;
 }
 
+// The chunks' sums combined in a fixed order: blocks of 32 columns by kFinishRows threads, thread y
+// summing chunks y, y + kFinishRows, ... before the block combines the kFinishRows sums.
+constexpr int kFinishRows = 32;
+
 template <typename T>
 __global__ void layer_norm_param_finish_kernel(T* gw, T* gb, const SumPair<opmath_t<T>>* partial, int64_t chunks,
                                                int64_t n) {
-  for (int64_t col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; col < n;
-       col += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    SumPair<opmath_t<T>> s{0, 0};
-    for (int64_t c = 0; c < chunks; ++c) s = s + partial[c * n + col];
-    if (gw != nullptr) gw[col] = static_cast<T>(s.a);
-    if (gb != nullptr) gb[col] = static_cast<T>(s.b);
-  }
+  using acc_t = opmath_t<T>;
+  __shared__ SumPair<acc_t> scratch[kFinishRows * 32];
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  SumPair<acc_t> s{0, 0};
+  if (col < n)
+    for (int64_t c = threadIdx.y; c < chunks; c += kFinishRows) s = s + partial[c * n + col];
+  s = block_reduce(s, 32, scratch, SumOp{});
+  if (threadIdx.y != 0 || col >= n) return;
+  if (gw != nullptr) gw[col] = static_cast<T>(s.a);
+  if (gb != nullptr) gb[col] = static_cast<T>(s.b);
 }
+
+// A block of the backward that sums the columns takes kColumnChunkRows rows or more, and the chunks
+// number few enough to keep their partial sums within kMaxPartialValues pairs.
+constexpr int64_t kColumnChunkRows = 8;
+constexpr int64_t kMaxPartialValues = int64_t{1} << 22;
 
 template <typename T>
 T* optional_ptr(const Tensor& t) {
@@ -274,16 +313,42 @@ void layer_norm_backward_cuda(const Tensor& grad_x, const Tensor& grad_weight, c
     const T* xp = x.data_ptr<T>();
     const acc_t* mp = mean.data_ptr<acc_t>();
     const acc_t* rp = rstd.data_ptr<acc_t>();
-    if (grad_x.defined() && grad_x.numel() > 0) {
+    const bool want_x = grad_x.defined() && grad_x.numel() > 0;
+    const bool want_params = (grad_weight.defined() || grad_bias.defined()) && n > 0;
+    if (want_params && m == 0) {  // sums over no rows
+      for (const Tensor* t : {&grad_weight, &grad_bias})
+        if (t->defined()) RTX_CUDA_CHECK(cudaMemsetAsync(t->data_ptr(), 0, t->nbytes(), scope.stream()));
+    }
+    if (m == 0 || (!want_x && !want_params)) return;
+    const RegisterRows<T, 2> rr(n);
+    // The row pass sums the columns too when a row has a block of its own and a lane's column sums
+    // stay within 16 pairs of registers.
+    const bool fused = want_x && want_params && rr.fits && rr.lanes > kWarpSize && rr.pieces * kVecOf<T> <= 16;
+    Tensor partial_t;
+    SumPair<acc_t>* partial = nullptr;
+    int64_t chunks = 0;
+    const auto make_partial = [&](int64_t count) {
+      chunks = count;
+      partial_t = rtx::detail::make_tensor({chunks, n, 2}, mean.dtype(), x.device());
+      partial = static_cast<SumPair<acc_t>*>(partial_t.data_ptr());
+    };
+    if (want_x) {
       T* gx = grad_x.data_ptr<T>();
       const T* w = optional_ptr<T>(weight);
       const bool vec = rows_vectorizable<T>(n, gx, gp, xp, w);
-      const RegisterRows<T, 2> rr(n);
       if (rr.fits) {
-        const RowLaunch l(m, rr.lanes);
+        RowLaunch l(m, rr.lanes);
+        if (fused) {
+          make_partial(std::min(ceil_div(m, kColumnChunkRows), std::max<int64_t>(1, kMaxPartialValues / n)));
+          l.grid = static_cast<unsigned>(chunks);
+        }
         with_fragments(rr, n, vec, [&](auto p, auto tiled) {
-          layer_norm_backward_rows_kernel<T, p, tiled>
-              <<<l.grid, l.block, 0, scope.stream()>>>(gx, gp, xp, mp, rp, w, m, n, l.lanes, vec);
+          const auto launch = [&](auto columns) {
+            layer_norm_backward_rows_kernel<T, p, tiled, columns>
+                <<<l.grid, l.block, 0, scope.stream()>>>(gx, partial, gp, xp, mp, rp, w, m, n, l.lanes, vec);
+          };
+          if (fused) launch(std::true_type{});
+          else launch(std::false_type{});
         });
       } else {
         const RowLaunch l(m, stream_lanes<T>(n));
@@ -292,23 +357,20 @@ void layer_norm_backward_cuda(const Tensor& grad_x, const Tensor& grad_weight, c
       }
       RTX_CUDA_CHECK_LAUNCH();
     }
-    if ((!grad_weight.defined() && !grad_bias.defined()) || n == 0) return;
-    if (m == 0) {  // sums over no rows
-      for (const Tensor* t : {&grad_weight, &grad_bias})
-        if (t->defined()) RTX_CUDA_CHECK(cudaMemsetAsync(t->data_ptr(), 0, t->nbytes(), scope.stream()));
-      return;
+    if (!want_params) return;
+    if (!fused) {
+      const int64_t col_blocks = ceil_div(n, 32);
+      const int64_t chunks0 = std::clamp<int64_t>(ceil_div(kTargetBlocks, col_blocks), 1, ceil_div(m, kColumnRows));
+      const int64_t rows_per_chunk = ceil_div(m, chunks0);
+      make_partial(ceil_div(m, rows_per_chunk));
+      layer_norm_param_partials_kernel<T>
+          <<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks)), dim3(32, kColumnRows), 0,
+             scope.stream()>>>(partial, gp, xp, mp, rp, m, n, rows_per_chunk);
+      RTX_CUDA_CHECK_LAUNCH();
     }
-    const int64_t col_blocks = ceil_div(n, 32);
-    const int64_t chunks0 = std::clamp<int64_t>(ceil_div(kTargetBlocks, col_blocks), 1, ceil_div(m, kColumnRows));
-    const int64_t rows_per_chunk = ceil_div(m, chunks0), chunks = ceil_div(m, rows_per_chunk);
-    const Tensor partial_t = rtx::detail::make_tensor({chunks, n, 2}, mean.dtype(), x.device());
-    auto* partial = static_cast<SumPair<acc_t>*>(partial_t.data_ptr());
-    layer_norm_param_partials_kernel<T>
-        <<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks)), dim3(32, kColumnRows), 0,
-           scope.stream()>>>(partial, gp, xp, mp, rp, m, n, rows_per_chunk);
-    RTX_CUDA_CHECK_LAUNCH();
-    layer_norm_param_finish_kernel<T><<<grid_stride_blocks(n, kBlockSize), kBlockSize, 0, scope.stream()>>>(
-        optional_ptr<T>(grad_weight), optional_ptr<T>(grad_bias), partial, chunks, n);
+    layer_norm_param_finish_kernel<T>
+        <<<static_cast<unsigned>(ceil_div(n, 32)), dim3(32, kFinishRows), 0, scope.stream()>>>(
+            optional_ptr<T>(grad_weight), optional_ptr<T>(grad_bias), partial, chunks, n);
     RTX_CUDA_CHECK_LAUNCH();
   });
 }

@@ -695,8 +695,9 @@ TEST_P(NnTest, SoftmaxLongRowsAndStridedSlices) {
   }
 }
 
-// layer_norm forward (every float dtype) and backward (float32 against float64) for rows that fit a
-// warp, a block's registers or only a streamed block, and many rows for the weight and bias sums.
+// layer_norm forward (every float dtype) and backward (float32 and 16-bit against float64) for rows
+// that fit a warp, a block's registers or only a streamed block, and many rows for the weight and
+// bias sums (in the row pass where a row has a block, else in a column pass).
 TEST_P(NnTest, LayerNormLongRowsAndManyRows) {
   // {5000, 130} and {10000, 40} launch thousands of blocks (one row per block, and groups of rows per
   // block) and sum the weight and bias gradients over many chunks of rows; rows of 4096 and 64
@@ -714,16 +715,23 @@ TEST_P(NnTest, LayerNormLongRowsAndManyRows) {
       EXPECT_TRUE(all_close(layer_norm(x, {n}), make(ref_layer_norm(values(x), n, {}, {}, 1e-5), shape)))
           << ::testing::PrintToString(shape) << " " << dt;
     }
-    const Tensor g = make(irregular(numel(shape), 3.0), shape, dev(), kFloat32);
-    TensorList grads[2];
-    for (DType dt : {kFloat32, kFloat64}) {
-      Tensor x = make(irregular(numel(shape), 0.3), shape, dev(), kFloat32).to(dt).requires_grad_();
-      Tensor w = make(irregular(n, 1.0), {n}, dev(), kFloat32).to(dt).requires_grad_();
-      Tensor b = make(irregular(n, 2.0), {n}, dev(), kFloat32).to(dt).requires_grad_();
-      grads[dt == kFloat64] = autograd::grad({layer_norm(x, {n}, w, b)}, {x, w, b}, {g.to(dt)});
+    // Gradients in float32 and 16-bit (float sums, rounded once) against float64 on the CPU, from
+    // the same rounded inputs.
+    for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
+      TensorList grads[2];
+      for (bool reference : {false, true}) {
+        const Device on = reference ? Device(kCPU) : dev();
+        const DType to = reference ? kFloat64 : dt;
+        Tensor x = make(irregular(numel(shape), 0.3), shape, on, dt).to(to).requires_grad_();
+        Tensor w = make(irregular(n, 1.0), {n}, on, dt).to(to).requires_grad_();
+        Tensor b = make(irregular(n, 2.0), {n}, on, dt).to(to).requires_grad_();
+        const Tensor g = make(irregular(numel(shape), 3.0), shape, on, dt).to(to);
+        grads[reference] = autograd::grad({layer_norm(x, {n}, w, b)}, {x, w, b}, {g});
+      }
+      const double tol = dt == kFloat32 ? 1e-4 : 1e-2;
+      for (int k = 0; k < 3; ++k)
+        EXPECT_TRUE(all_close(grads[0][k], grads[1][k], tol, tol)) << ::testing::PrintToString(shape) << " " << dt << " " << k;
     }
-    for (int k = 0; k < 3; ++k)
-      EXPECT_TRUE(all_close(grads[0][k], grads[1][k], 1e-4, 1e-4)) << ::testing::PrintToString(shape) << " " << k;
   }
 }
 
