@@ -32,8 +32,13 @@ SINGLE = [sys.executable, "-m", "rustytorch.train"]
 MLP = ["mlp", "--device", "cpu", "--max-steps", "10", "--log-every", "2", "--checkpoint-every", "4", "--dropout", "0",
        "--seed", "5"]
 # Adam's float32 updates of the same batches summed in another order: the parameters (|p| ~ 0.05) agree
-# within this absolute tolerance (the differences seen are below 4e-6).
+# within PARAM_ATOL (most differences seen are below 4e-6). Adam divides by the root of each
+# gradient's running square, so where a gradient is a sum that nearly cancels (a pixel that is zero in
+# almost every image) the step follows that sum's rounding: a few elements in 10^4 may differ by up
+# to PARAM_ATOL_FEW, a tenth of the 10 steps' largest move (10 x lr 1e-3).
 PARAM_ATOL = 1e-5
+PARAM_ATOL_FEW = 1e-3
+PARAM_FEW = 1e-4
 
 
 def run(cmd, timeout=60):
@@ -56,7 +61,11 @@ def assert_same_parameters(out, reference):
     assert a.keys() == b.keys()
     for key in a:
         if key.startswith("model."):
-            np.testing.assert_allclose(a[key].numpy(), b[key].numpy(), rtol=0, atol=PARAM_ATOL, err_msg=key)
+            got, want = a[key].numpy(), b[key].numpy()
+            np.testing.assert_allclose(got, want, rtol=0, atol=PARAM_ATOL_FEW, err_msg=key)
+            off = np.abs(got - want) > PARAM_ATOL
+            assert off.sum() <= PARAM_FEW * off.size, \
+                f"{key}: {off.sum()} of {off.size} elements differ by more than {PARAM_ATOL}"
 
 
 def assert_same_losses(out, reference):
