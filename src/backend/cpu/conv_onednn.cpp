@@ -397,6 +397,16 @@ bool onednn_conv2d_backward_weight(const Tensor& grad_w, const Tensor& grad_b, c
   return run("conv2d_backward_weight", pr, data, grad_out);
 }
 
+bool onednn_conv_has_bfloat16() {
+  static const bool has = [] {
+    kernels::Conv2dParams p;
+    p.padding[0] = p.padding[1] = 1;
+    const Problem probe{Direction::Forward, kBFloat16, false, {1, 16, 8, 8}, {16, 16, 3, 3}, {1, 16, 8, 8}, p, false};
+    return plans().get(probe) != nullptr;
+  }();
+  return has;
+}
+
 bool onednn_conv_enabled() { return g_enabled.load(); }
 void set_onednn_conv_enabled(bool on) { g_enabled.store(on); }
 int64_t onednn_conv_runs() { return g_runs.load(); }

@@ -26,5 +26,8 @@ bool onednn_conv2d_backward_weight(const Tensor& grad_w, const Tensor& grad_b, c
 RTX_API bool onednn_conv_enabled();
 RTX_API void set_onednn_conv_enabled(bool on);
 RTX_API int64_t onednn_conv_runs();
+// Whether oneDNN has bfloat16 convolutions on this CPU (its kernels for them need AVX-512); where it
+// has none, bfloat16 convolutions run the im2col kernels.
+RTX_API bool onednn_conv_has_bfloat16();
 
 }  // namespace rtx::cpu
