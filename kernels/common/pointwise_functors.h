@@ -78,6 +78,17 @@ RTX_INLINE auto tanh_of(T x) {
 #endif
 }
 
+// 1 / (1 + e^-y). For float on the device through the hardware's approximate exp and divide:
+// within 1e-5 relative of the exact value for |y| < 100 (and 0 or 1 beyond), which is enough
+// where the result is rounded to a 16-bit float.
+template <typename T>
+RTX_INLINE T approx_sigmoid(T y) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  if constexpr (std::is_same_v<T, float>) return __fdividef(1.0f, 1.0f + __expf(-y));
+#endif
+  return T(1) / (T(1) + std::exp(-y));
+}
+
 // ---- unary ------------------------------------------------------------------------------------
 struct Neg {
   template <typename T> RTX_INLINE T operator()(T x) const { return static_cast<T>(-x); }
@@ -174,10 +185,18 @@ struct Gelu {
     return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
   }
 };
-// GELU with the tanh approximation.
+// GELU with the tanh approximation: 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3).
+// Where the result is rounded to a 16-bit float (`rounds_to_16bit`), the device computes it as
+// x sigmoid(2u), which it is, with the hardware's approximate exp and divide: fewer instructions
+// than tanh, so the 16-bit op runs at memory speed, and no cancellation in 1 + tanh(u) for very
+// negative x.
 struct GeluTanh {
+  bool rounds_to_16bit = false;
   template <typename T> RTX_INLINE T operator()(T x) const {
     const T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+    if (rounds_to_16bit) return x * approx_sigmoid(T(2) * inner);
+#endif
     return T(0.5) * x * (T(1) + tanh_of(inner));
   }
 };
@@ -189,12 +208,22 @@ struct GeluBackward {
     return g * (cdf + x * pdf);
   }
 };
-// g * d gelu(x) / dx for the tanh approximation.
+// g * d gelu(x) / dx for the tanh approximation; with s = sigmoid(2u) = (1 + tanh(u)) / 2 it is
+// g s (1 + 2 (1 - s) x du/dx), computed so on the device where the result is rounded to 16 bits.
 struct GeluTanhBackward {
+  bool rounds_to_16bit = false;
   template <typename T> RTX_INLINE T operator()(T g, T x) const {
     const T k = T(0.79788456080286535588);
-    const T t = tanh_of(k * (x + T(0.044715) * x * x * x));
-    return g * (T(0.5) * (T(1) + t) + T(0.5) * k * x * (T(1) - t * t) * (T(1) + T(3 * 0.044715) * x * x));
+    const T inner = k * (x + T(0.044715) * x * x * x);
+    const T du_dx = k * (T(1) + T(3 * 0.044715) * x * x);
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+    if (rounds_to_16bit) {
+      const T s = approx_sigmoid(T(2) * inner);
+      return g * s * (T(1) + T(2) * (T(1) - s) * x * du_dx);
+    }
+#endif
+    const T t = tanh_of(inner);
+    return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du_dx);
   }
 };
 // The gradient of relu-like ops from the incoming gradient g and the output: g where out exceeds

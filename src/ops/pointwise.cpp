@@ -314,14 +314,18 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
             "[gelu] approximate must be 'none' or 'tanh', got '{}'", approximate);
   const bool tanh_approx = approximate == "tanh";
   const DType ct = compute_dtype("gelu", x.dtype(), Rule::FLOAT);
-  auto backward = [tanh_approx](const Tensor& g, const Tensor& x, const Tensor&) {
+  const bool rounds_to_16bit = ct == kBFloat16 || ct == kFloat16;
+  auto backward = [tanh_approx, rounds_to_16bit](const Tensor& g, const Tensor& x, const Tensor&) {
     // One fused pass, unless the gradient is itself recorded (create_graph).
     if (!detail::needs_differentiable_backward({g, x})) {
       Broadcast bc = broadcast_pair("gelu_backward", g, x, x.dtype());
       Tensor grad = detail::make_tensor(bc.shape, x.dtype(), bc.device);
       if (grad.numel() > 0) {
-        if (tanh_approx) kernels::gelu_tanh_backward_kernel.get(bc.device)(grad, bc.a, bc.b, fn::GeluTanhBackward{});
-        else kernels::gelu_backward_kernel.get(bc.device)(grad, bc.a, bc.b, fn::GeluBackward{});
+        if (tanh_approx) {
+          kernels::gelu_tanh_backward_kernel.get(bc.device)(grad, bc.a, bc.b, fn::GeluTanhBackward{rounds_to_16bit});
+        } else {
+          kernels::gelu_backward_kernel.get(bc.device)(grad, bc.a, bc.b, fn::GeluBackward{});
+        }
       }
       return grad;
     }
@@ -330,7 +334,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
     Tensor t = tanh((x + x * x * x * 0.044715) * k);
     return g * ((t + 1) * 0.5 + x * (1 - t * t) * (x * x * (3 * 0.044715) + 1) * (0.5 * k));
   };
-  if (tanh_approx) return unary_functor("gelu", kernels::gelu_tanh_kernel, x, fn::GeluTanh{}, ct, backward);
+  if (tanh_approx) return unary_functor("gelu", kernels::gelu_tanh_kernel, x, fn::GeluTanh{rounds_to_16bit}, ct, backward);
   return unary_functor("gelu", kernels::gelu_kernel, x, fn::Gelu{}, ct, backward);
 }
 

@@ -998,6 +998,24 @@ TEST_P(PointwiseTest, GradientKernelsAllFloatTypesAndLayouts) {
   }
 }
 
+// The tanh GELU of 16-bit floats over its tails, where 1 + tanh(u) cancels, and at infinities and
+// NaN, forward and backward, against the float64 formula (the CUDA kernels compute it as x
+// sigmoid(2u) for these dtypes).
+TEST_P(PointwiseTest, GeluTanhSixteenBitTailsAndSpecialValues) {
+  std::vector<double> v;
+  for (int i = -48; i <= 48; ++i) v.push_back(i * 0.25);
+  v.insert(v.end(), {INFINITY, -INFINITY, NAN, 1e-3, -1e-3});
+  const auto n = static_cast<int64_t>(v.size());
+  for (DType t : {kFloat16, kBFloat16}) {
+    const Tensor x = make(v, {n}, dev(), t).requires_grad_();
+    const Tensor g = make(std::vector<double>(v.size(), 1.5), {n}, dev(), t);
+    const Tensor y = gelu(x, "tanh");
+    EXPECT_TRUE(matches(y, t, {n}, map1(x, gelu_tanh_ref))) << t;
+    const Tensor dx = autograd::grad({y}, {x}, {g})[0];
+    EXPECT_TRUE(matches(dx, t, {n}, map2(g, x, kGradientKernels.at("gelu_tanh_backward").ref))) << t;
+  }
+}
+
 TEST_P(PointwiseTest, ReluGradientAtZeroNaNAndInfinity) {
   // 0 and -0 give no gradient, NaN passes it; below zero a NaN or infinite gradient gives 0, not NaN.
   for (DType t : kFloatTypes) {
