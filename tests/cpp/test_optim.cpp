@@ -483,6 +483,39 @@ TEST_P(OptimTest, MultiTensorAdamUpdatesNonContiguousParameters) {
   EXPECT_EQ(steps, (std::vector<int64_t>{3, 3}));
 }
 
+// Parameters that are contiguous views at odd offsets of one buffer (not aligned for the CUDA
+// kernel's four-element vectors, so updated element by element) get the same update to the bit as
+// aligned copies of them (updated four elements at a time), across chunk boundaries and tails.
+TEST_P(OptimTest, MultiTensorAdamIsBitwiseTheSameForMisalignedParameters) {
+  const std::vector<int64_t> ns{70001, 5, 131075};
+  const int64_t total = 1 + 70001 + 5 + 131075;
+  for (DType dtype : {kFloat32, kBFloat16}) {
+    for (AdamOptions o : {adam_cases()[2], adam_cases()[3]}) {
+      o.master_weights = dtype != kFloat32;
+      const Tensor buffer = make(smooth(total, 77), {total}, dev(), dtype);
+      TensorList odd, aligned;
+      int64_t offset = 1;
+      for (int64_t n : ns) {
+        odd.push_back(buffer.narrow(0, offset, n).requires_grad_());
+        aligned.push_back(odd.back().detach().clone().requires_grad_());
+        offset += n;
+      }
+      TensorList m, v, vmax, masters, am, av, avmax, amasters;
+      std::vector<int64_t> steps(ns.size(), 0), asteps(ns.size(), 0);
+      for (int s = 0; s < 3; ++s) {
+        TensorList grads;
+        for (size_t i = 0; i < ns.size(); ++i)
+          grads.push_back(make(smooth(ns[i], 90 + 7 * static_cast<uint64_t>(s) + i), {ns[i]}, dev(), dtype));
+        optim::adam_update_multi(odd, grads, m, v, vmax, masters, steps, o);
+        optim::adam_update_multi(aligned, grads, am, av, avmax, amasters, asteps, o);
+      }
+      EXPECT_TRUE(all_same_bytes(odd, aligned)) << dtype << " amsgrad " << o.amsgrad;
+      EXPECT_TRUE(all_same_bytes(m, am) && all_same_bytes(v, av) && all_same_bytes(vmax, avmax)) << dtype;
+      EXPECT_TRUE(all_same_bytes(masters, amasters)) << dtype;
+    }
+  }
+}
+
 TEST_P(OptimTest, MasterWeightsFollowTheFloat32Update) {
   for (DType low : {kBFloat16, kFloat16}) {
     AdamOptions o = adam_cases()[3];
