@@ -110,6 +110,26 @@ def test_fused_adamw_follows_the_float64_rule(device):
     assert opt.state[params[0]]["step"].dtype == rt.float32 and opt.state[params[0]]["step"].item() == 3
 
 
+def test_fused_step_counts_count_in_place_and_are_checked(device):
+    p = nn.Parameter(rt.ones(5, device=device))
+    opt = optim.AdamW([p], lr=0.01, fused=True)
+    p.grad = rt.ones(5, device=device)
+    opt.step()
+    count = opt.state[p]["step"]
+    opt.step()
+    assert count.item() == 2 and opt.state[p]["step"].item() == 2  # the kept tensor counts on
+    # A count a user puts in by hand must already be a float32 tensor on the parameter's device.
+    opt.state[p]["step"] = rt.tensor(2.0, dtype=rt.float64, device=device)
+    with pytest.raises(ValueError, match="step 0 must be a 1-element float32 tensor"):
+        opt.step()
+    # Through load_state_dict any form converts.
+    sd = opt.state_dict()
+    sd["state"][0]["step"] = 7
+    opt.load_state_dict(sd)
+    opt.step()
+    assert opt.state[p]["step"].dtype == rt.float32 and opt.state[p]["step"].item() == 8
+
+
 @pytest.mark.parametrize("name", ["Adam", "AdamW"])
 def test_capturable_with_a_tensor_lr_equals_the_plain_run(name, device):
     lr = rt.tensor(0.01, device=device)

@@ -197,10 +197,12 @@ def _state_dtype(param, group):
 
 def _step_count(value, param, group, copy=False):
     """A step count in the form group keeps it: a 0-d float32 tensor on param's device for capturable
-    and fused groups (None, a new parameter's, stays None: the update creates it), else a Python int."""
+    and fused groups (None, a new parameter's, stays None: the update creates it), else a Python int.
+    A kept tensor is passed on as it is unless copy is set (the update checks it: a 1-element float32
+    tensor on param's device); a copy is converted to that form."""
     if group.get("capturable") or group.get("fused"):
         if isinstance(value, _C.Tensor):
-            return value.reshape(()).to(device=param.device, dtype=_C.float32, copy=copy)
+            return value.reshape(()).to(device=param.device, dtype=_C.float32, copy=True) if copy else value
         return None if value is None else _C.full((), float(value), dtype=_C.float32, device=param.device)
     if isinstance(value, _C.Tensor):
         return int(value.item())
