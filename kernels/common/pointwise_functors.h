@@ -79,8 +79,8 @@ RTX_INLINE auto tanh_of(T x) {
 }
 
 // 1 / (1 + e^-y). For float on the device through the hardware's approximate exp and divide:
-// within 1e-5 relative of the exact value for |y| < 100 (and 0 or 1 beyond), which is enough
-// where the result is rounded to a 16-bit float.
+// within 1e-5 relative of the exact value for |y| < 87 (beyond, 0 or 1), which is enough where the
+// result is rounded to a 16-bit float.
 template <typename T>
 RTX_INLINE T approx_sigmoid(T y) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
