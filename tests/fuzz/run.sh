@@ -57,10 +57,15 @@ case "${1:-}" in
     cmake -S "${ROOT}/tests/fuzz" -B "${OUT}" -G Ninja -DCMAKE_CXX_COMPILER=clang++ > "${OUT}/configure.log" 2>&1 ||
       { cat "${OUT}/configure.log"; exit 1; }
     nice cmake --build "${OUT}" --parallel "${RTX_JOBS:-2}" || exit 1
-    failed=0
-    run_target idx "${OUT}/rtx_fuzz_idx" -malloc_limit_mb=256 || failed=1
-    run_target bpe "${OUT}/rtx_fuzz_bpe" || failed=1
-    exit ${failed}
+    # The two targets (one process each) run side by side unless RTX_JOBS is 1; reports in order.
+    run_target idx "${OUT}/rtx_fuzz_idx" -malloc_limit_mb=256 > "${OUT}/idx.report" 2>&1 &
+    idx=$!
+    if [[ ${RTX_JOBS:-2} -lt 2 ]]; then wait ${idx}; idx_rc=$?; fi
+    run_target bpe "${OUT}/rtx_fuzz_bpe" > "${OUT}/bpe.report" 2>&1
+    bpe_rc=$?
+    if [[ ${RTX_JOBS:-2} -ge 2 ]]; then wait ${idx}; idx_rc=$?; fi
+    cat "${OUT}/idx.report" "${OUT}/bpe.report"
+    [[ ${idx_rc} -eq 0 && ${bpe_rc} -eq 0 ]]
     ;;
   python)
     [[ $# -eq 2 ]] || { echo "usage: $0 python <directory holding the rustytorch package>" >&2; exit 2; }
