@@ -215,15 +215,15 @@ struct GeluTanhBackward {
   template <typename T> RTX_INLINE T operator()(T g, T x) const {
     const T k = T(0.79788456080286535588);
     const T inner = k * (x + T(0.044715) * x * x * x);
-    const T du_dx = k * (T(1) + T(3 * 0.044715) * x * x);
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
     if (rounds_to_16bit) {
       const T s = approx_sigmoid(T(2) * inner);
+      const T du_dx = k * (T(1) + T(3 * 0.044715) * x * x);
       return g * s * (T(1) + T(2) * (T(1) - s) * x * du_dx);
     }
 #endif
     const T t = tanh_of(inner);
-    return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du_dx);
+    return g * (T(0.5) * (T(1) + t) + T(0.5) * k * x * (T(1) - t * t) * (T(1) + T(3 * 0.044715) * x * x));
   }
 };
 // The gradient of relu-like ops from the incoming gradient g and the output: g where out exceeds
