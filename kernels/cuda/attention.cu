@@ -5,10 +5,14 @@
 // head through shared memory. Each row keeps an online softmax (running maximum m, running sum l of
 // exp(s - m)) and an output accumulator rescaled whenever m grows; at the end out = acc / l and
 // lse = m + log(l).
-// Backward: Dl_i = dot(g_i, out_i) first (a group of lanes per row), then two kernels that recompute
-// P = exp(s - lse) and each own what they write: a block per key tile loops over the query tiles,
-// accumulating dk and dv; a block per query tile loops over the key tiles, accumulating dq. Every sum
-// runs in a fixed order and nothing is atomic, so results are bitwise reproducible.
+// Backward: Dl_i = dot(g_i, out_i) first (a group of lanes per row), then two kernels that each own
+// what they write: a block per key tile loops over the query tiles, recomputing P = exp(s - lse) and
+// dS and accumulating dk and dv; a block per query tile loops over the key tiles, accumulating dq.
+// With 16-bit types the first kernel also stores dS^T (16-bit, as the products round it anyway) for
+// a group of heads at a time, and the dq kernel reads it back: one tile product per block pair
+// instead of three. Otherwise (float32 on TF32, or a head whose L x S values exceed the store's
+// budget) the dq kernel recomputes P and dS. Every sum runs in a fixed order and nothing is atomic,
+// so results are bitwise reproducible.
 // Causal attention bounds the tile loops so that tiles entirely above the diagonal are skipped; the
 // mask is applied only on tiles that cross the diagonal or the end of the keys.
 // Operands are addressed through their head layouts (Heads below): rows and heads may be strided.
@@ -1047,14 +1051,35 @@ __global__ void __launch_bounds__(kMmaThreads)
   }
 }
 
+// The stored dS^T of a head: [S_pad keys][ds_ld queries] 16-bit values, heads S_pad * ds_ld apart
+// (S_pad = the keys rounded up to kMmaRows).
+__host__ __device__ constexpr int64_t ds_head_elems(int64_t S, int64_t ds_ld) {
+  return (S + kMmaRows - 1) / kMmaRows * kMmaRows * ds_ld;
+}
+// A warp's dS^T A fragment of keys key_base, key_base + 8 and queries col0 .. col0 + 15 (as
+// accumulators_to_a packs them) into the stored dS^T of `head`; keys past S are left out.
+__device__ __forceinline__ void store_ds_transposed(uint16_t* ds_out, const uint32_t (&dsa)[4], int64_t head,
+                                                    int64_t key_base, int64_t col0, int64_t S, int64_t ds_ld,
+                                                    int lane) {
+  uint16_t* base = ds_out + head * ds_head_elems(S, ds_ld) + col0 + 2 * (lane % 4);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t key = key_base + 8 * r;
+    if (key >= S) continue;
+    uint16_t* row = base + key * ds_ld;
+    *reinterpret_cast<uint32_t*>(row) = dsa[r];
+    *reinterpret_cast<uint32_t*>(row + 8) = dsa[2 + r];
+  }
+}
+
 // A block per key tile (a warp per 16 keys): dv = P^T g and dk = scale * dS^T q over the query tiles,
 // which stream through double-buffered shared tiles with their lse (log2 domain) and dl.
 template <typename T, int kD, bool kCausal>
 __global__ void __launch_bounds__(kMmaThreads)
     attention_mma_dkdv_kernel(Heads<MmaBits<T>> dk, Heads<MmaBits<T>> dv, Heads<const MmaBits<T>> g,
                               Heads<const MmaBits<T>> q, Heads<const MmaBits<T>> k, Heads<const MmaBits<T>> v,
-                              const float* lse, const float* dl, int64_t bh, int64_t L, int64_t S, int d, float scale,
-                              float scale_log2) {
+                              const float* lse, const float* dl, MmaBits<T>* ds_out, int64_t ds_ld, int64_t head0,
+                              int64_t bh, int64_t L, int64_t S, int d, float scale, float scale_log2) {
   using Ops = MmaOps<T>;
   using Bits = MmaBits<T>;
   constexpr int kStride = kMmaRowStride<Bits, kD>, kQ = kMmaStreamRows<kD>;
@@ -1065,7 +1090,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   float* s_lse = reinterpret_cast<float*>(s_g + 2 * kQ * kStride);  // [2][kQ]
   float* s_dl = s_lse + 2 * kQ;                                      // [2][kQ]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t head = blockIdx.x % bh;
+  const int64_t head = head0 + blockIdx.x % bh;
   const int64_t kv0 = blockIdx.x / bh * kMmaRows;  // the longest causal columns first
   const Bits* qh = q.head(head);
   const Bits* gh = g.head(head);
@@ -1128,6 +1153,9 @@ __global__ void __launch_bounds__(kMmaThreads)
       typename Ops::AFrag pa, dsa;
       Ops::accumulators_to_a(pa, p, kk);
       Ops::accumulators_to_a(dsa, ds, kk);
+      if constexpr (sizeof(Bits) == 2) {
+        if (ds_out != nullptr) store_ds_transposed(ds_out, dsa, head - head0, key_base, q0 + kk * 16, S, ds_ld, lane);
+      }
 #pragma unroll
       for (int np = 0; np < kD / 16; ++np) {
         Ops::template mma_rows<kD>(acc_v, pa, t_g, kk, np, lane);
@@ -1231,6 +1259,60 @@ __global__ void __launch_bounds__(kMmaThreads)
   }
 }
 
+// A block per query tile (a warp per 16 queries): dq = scale * dS k from the dS^T the dk/dv kernel
+// stored, its [keys][queries] tiles read transposed by ldmatrix; dS^T and key tiles stream through
+// double-buffered shared tiles (16-bit types).
+template <typename T, int kD, bool kCausal>
+__global__ void __launch_bounds__(kMmaThreads)
+    attention_mma_dq_stored_kernel(Heads<MmaBits<T>> dq, Heads<const MmaBits<T>> k, const uint16_t* ds_t,
+                                   int64_t ds_ld, int64_t head0, int64_t bh, int64_t L, int64_t S, int d,
+                                   int64_t q_tiles, float scale) {
+  using Ops = MmaOps<T>;
+  using Bits = MmaBits<T>;
+  static_assert(sizeof(Bits) == 2, "dS is stored as 16-bit values");
+  constexpr int kStride = kMmaRowStride<Bits, kD>, kDsStride = kMmaRowStride<Bits, kMmaRows>, kKeys = kMmaRows;
+  Bits* s_ds = shared_as<Bits>();               // [2][kKeys * kDsStride]
+  Bits* s_k = s_ds + 2 * kKeys * kDsStride;     // [2][kKeys * kStride]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t head = head0 + blockIdx.x % bh;
+  const int64_t q0 = (q_tiles - 1 - blockIdx.x / bh) * kMmaRows;  // the longest causal rows first
+  const Bits* kh = k.head(head);
+  const Bits* ds_h = ds_t + (head - head0) * ds_head_elems(S, ds_ld) + q0;
+  const int cols = static_cast<int>(std::min<int64_t>(kMmaRows, L - q0));
+  const auto load_keys = [&](int64_t kv0, int buf) {
+    load_mma_tile<kKeys, kMmaRows>(s_ds + buf * kKeys * kDsStride, ds_h, kv0, S, cols, ds_ld);
+    load_mma_tile<kKeys, kD>(s_k + buf * kKeys * kStride, kh, kv0, S, d, k.layout.row);
+  };
+  load_keys(0, 0);
+  cp_async_commit();
+  const int64_t key_end = kCausal ? std::min(S, std::min(q0 + kMmaRows, L)) : S;
+  float acc[kD / 8][4] = {};
+  int buf = 0;
+  for (int64_t kv0 = 0; kv0 < key_end; kv0 += kKeys, buf ^= 1) {
+    if (kv0 + kKeys < key_end) load_keys(kv0 + kKeys, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();  // this tile is in place
+    const Bits* t_ds = s_ds + buf * kKeys * kDsStride;
+    const Bits* t_k = s_k + buf * kKeys * kStride;
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      typename Ops::AFrag dsa;  // queries warp * 16 .. + 15, keys 16 kk .. 16 kk + 15
+      ldmatrix_x4_trans(dsa, t_ds + (kk * 16 + (lane / 16) * 8 + lane % 8) * kDsStride + warp * 16 +
+                                 ((lane / 8) % 2) * 8);
+#pragma unroll
+      for (int np = 0; np < kD / 16; ++np) Ops::template mma_rows<kD>(acc, dsa, t_k, kk, np, lane);
+    }
+    __syncthreads();  // every warp is done with this buffer before it is refilled
+  }
+  const int64_t row_base = q0 + warp * 16 + lane / 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t row = row_base + 8 * r;
+    if (row < L) store_mma_row<T, kD>(dq.head(head), acc, r, scale, row, d, dq.layout.row, lane);
+  }
+}
+
 // An operand as the raw bits the tensor-core kernels take.
 template <typename T>
 Heads<const MmaBits<T>> bits_of(const Heads<const T>& h) {
@@ -1259,23 +1341,55 @@ void mma_forward(const AttentionShape& sh, Heads<T> out, float* lse, Heads<const
   });
 }
 
+// The most memory the 16-bit backward spends on stored dS^T at a time: the heads go in groups that
+// fit (one head needs L x S values); heads larger than this recompute dS in the dq kernel instead.
+constexpr int64_t kStoredDsBytes = int64_t{1} << 30;
+
 template <typename T>
 void mma_backward(const AttentionShape& sh, Heads<T> dq, Heads<T> dk, Heads<T> dv, Heads<const T> g,
                   Heads<const T> q, Heads<const T> k, Heads<const T> v, const float* lse, const float* dl,
-                  double scale, bool causal, cudaStream_t stream) {
+                  double scale, bool causal, DType dtype, int device, cudaStream_t stream) {
+  using Bits = MmaBits<T>;
   const int64_t q_tiles = ceil_div(sh.L, kMmaRows), k_tiles = ceil_div(sh.S, kMmaRows);
   const auto s = static_cast<float>(scale), s_log2 = static_cast<float>(scale * kLog2e);
   const int d = static_cast<int>(sh.d);
+  // 16-bit types store dS^T for the dq kernel, a group of heads at a time.
+  const int64_t ds_ld = q_tiles * kMmaRows, ds_head_bytes = ds_head_elems(sh.S, ds_ld) * 2;
+  const int64_t group = sizeof(T) == 2 ? std::min(sh.bh, kStoredDsBytes / ds_head_bytes) : 0;
+  const Tensor ds_t =
+      group > 0 ? rtx::detail::make_tensor({group * ds_head_bytes / 2}, dtype, Device(DeviceType::CUDA, device))
+                : Tensor();
+  Bits* ds = group > 0 ? static_cast<Bits*>(ds_t.data_ptr()) : nullptr;
   with_padded_head_dim(sh.d, [&](auto head_dim) {
     constexpr int kD = decltype(head_dim)::value;
     with_causal(causal, [&](auto causal_tag) {
       constexpr bool kCausal = decltype(causal_tag)::value;
-      const size_t bytes = mma_backward_shared_bytes<MmaBits<T>>(kD);
+      const size_t bytes = mma_backward_shared_bytes<Bits>(kD);
       allow_shared_memory(attention_mma_dkdv_kernel<T, kD, kCausal>, bytes);
-      attention_mma_dkdv_kernel<T, kD, kCausal><<<static_cast<unsigned>(k_tiles * sh.bh), kMmaThreads, bytes, stream>>>(
-          bits_of(dk), bits_of(dv), bits_of(g), bits_of(q), bits_of(k), bits_of(v), lse, dl, sh.bh, sh.L, sh.S, d, s,
-          s_log2);
-      RTX_CUDA_CHECK_LAUNCH();
+      const auto dkdv = [&](int64_t head0, int64_t heads) {
+        attention_mma_dkdv_kernel<T, kD, kCausal><<<static_cast<unsigned>(k_tiles * heads), kMmaThreads, bytes,
+                                                     stream>>>(bits_of(dk), bits_of(dv), bits_of(g), bits_of(q),
+                                                               bits_of(k), bits_of(v), lse, dl, ds, ds_ld, head0,
+                                                               heads, sh.L, sh.S, d, s, s_log2);
+        RTX_CUDA_CHECK_LAUNCH();
+      };
+      if constexpr (sizeof(T) == 2) {
+        if (group > 0) {
+          const size_t ds_bytes =
+              sizeof(Bits) * 2 * kMmaRows * (kMmaRowStride<Bits, kMmaRows> + kMmaRowStride<Bits, kD>);
+          allow_shared_memory(attention_mma_dq_stored_kernel<T, kD, kCausal>, ds_bytes);
+          for (int64_t head0 = 0; head0 < sh.bh; head0 += group) {
+            const int64_t heads = std::min(group, sh.bh - head0);
+            dkdv(head0, heads);
+            attention_mma_dq_stored_kernel<T, kD, kCausal>
+                <<<static_cast<unsigned>(q_tiles * heads), kMmaThreads, ds_bytes, stream>>>(
+                    bits_of(dq), bits_of(k), ds, ds_ld, head0, heads, sh.L, sh.S, d, q_tiles, s);
+            RTX_CUDA_CHECK_LAUNCH();
+          }
+          return;
+        }
+      }
+      dkdv(0, sh.bh);
       allow_shared_memory(attention_mma_dq_kernel<T, kD, kCausal>, bytes);
       attention_mma_dq_kernel<T, kD, kCausal><<<static_cast<unsigned>(q_tiles * sh.bh), kMmaThreads, bytes, stream>>>(
           bits_of(dq), bits_of(g), bits_of(q), bits_of(k), bits_of(v), lse, dl, sh.bh, sh.L, sh.S, d, q_tiles, s,
@@ -1343,12 +1457,12 @@ void forward(const AttentionShape& sh, Heads<T> out, opmath_t<T>* lse, Heads<con
 template <typename T>
 void backward(const AttentionShape& sh, Heads<T> dq, Heads<T> dk, Heads<T> dv, Heads<const T> g, Heads<const T> q,
               Heads<const T> k, Heads<const T> v, const opmath_t<T>* lse, const opmath_t<T>* dl, double scale,
-              bool causal, int device, cudaStream_t stream) {
+              bool causal, DType dtype, int device, cudaStream_t stream) {
   switch (attention_path<T>(sh, {dq, dk, dv, g, q, k, v}, device)) {
 #if !defined(__HIP_PLATFORM_AMD__)
     case AttentionPath::kTensorCores:
       if constexpr (sizeof(T) == 2 || std::is_same_v<T, float>)
-        mma_backward<T>(sh, dq, dk, dv, g, q, k, v, lse, dl, scale, causal, stream);
+        mma_backward<T>(sh, dq, dk, dv, g, q, k, v, lse, dl, scale, causal, dtype, device, stream);
       return;
     case AttentionPath::kFloatTiles:
       if constexpr (std::is_same_v<T, float>)
@@ -1391,7 +1505,8 @@ void attention_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& d
         dl, gh, oh, sh.L, sh.d, rows, rl.lanes, sh.d % kVecOf<T> == 0 && gh.rows_aligned_16() && oh.rows_aligned_16());
     RTX_CUDA_CHECK_LAUNCH();
     backward<T>(sh, heads_of<T>(dq), heads_of<T>(dk), heads_of<T>(dv), gh, heads_of<const T>(q), heads_of<const T>(k),
-                heads_of<const T>(v), lse.data_ptr<acc_t>(), dl, scale, causal, q.device().index, scope.stream());
+                heads_of<const T>(v), lse.data_ptr<acc_t>(), dl, scale, causal, q.dtype(), q.device().index,
+                scope.stream());
   });
 }
 
