@@ -194,10 +194,10 @@ TEST_P(AttentionTest, BitwiseReproducible) {
   }
 }
 
-// The causal backward on the GPU's tensor cores adds each query tile's dq in a fixed order of key
-// tiles, the blocks ordering themselves through flags in memory. With many heads and tiles in flight
-// at once (L = S, more queries than keys, more keys than queries), bf16, float16 and TF32 float32
-// gradients match float64 through the composite formula and repeat bit for bit.
+// The causal backward with many heads and tiles in flight at once (L = S, more queries than keys,
+// more keys than queries): bf16 and float16 (on the GPU, dq from the dS^T the dk/dv kernel stores)
+// and TF32 float32 (dq recomputing dS) gradients match float64 through the composite formula and
+// repeat bit for bit.
 TEST_P(AttentionTest, CausalGradientsOverManyTilesMatchFloat64AndRepeat) {
   const std::vector<Dims> sizes =
       dev().is_cpu() ? std::vector<Dims>{{2, 70, 52, 64, 64}}
@@ -225,6 +225,33 @@ TEST_P(AttentionTest, CausalGradientsOverManyTilesMatchFloat64AndRepeat) {
                                                                         << " D " << d.D << " grad " << i;
         EXPECT_TRUE(same_bytes(first[i], second[i])) << dt << " L " << d.L << " D " << d.D << " grad " << i;
       }
+    }
+  }
+}
+
+// The GPU's 16-bit backward stores dS^T for a group of heads at a time, within a memory budget
+// (1 GiB): three heads of 16384 x 16384 go as two groups, whose gradients equal those of each head
+// run alone, bit for bit.
+TEST_P(AttentionTest, HeadGroupsOfTheStoredScoresGradientMatchOneHeadAtATime) {
+  if (dev().is_cpu()) GTEST_SKIP() << "the head groups are the GPU kernels'; a CPU run at this size is slow";
+  const Dims d{3, 16384, 16384, 64, 64};
+  const auto input = [&](uint64_t seed) {
+    return make(smooth(d.bh * d.L * d.D, seed), {d.bh, d.L, d.D}, dev(), kBFloat16);
+  };
+  const Tensor q = input(1), k = input(2), v = input(3), g = input(4);
+  const auto grads_of = [&](const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& g_in) {
+    const Tensor ql = q_in.detach().requires_grad_(), kl = k_in.detach().requires_grad_(),
+                 vl = v_in.detach().requires_grad_();
+    sdpa(ql, kl, vl, true).backward(g_in);
+    return TensorList{ql.grad(), kl.grad(), vl.grad()};
+  };
+  const TensorList all = grads_of(q, k, v, g);
+  for (int64_t h = 0; h < d.bh; ++h) {
+    const auto head = [&](const Tensor& t) { return t.narrow(0, h, 1).contiguous(); };
+    const TensorList alone = grads_of(head(q), head(k), head(v), head(g));
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_TRUE(isfinite(alone[i]).all().item().to<bool>()) << "head " << h << " grad " << i;
+      EXPECT_TRUE(same_bytes(head(all[i]), alone[i])) << "head " << h << " grad " << i;
     }
   }
 }
@@ -264,8 +291,9 @@ TEST_P(AttentionTest, Float32UnderHighPrecisionMatchesFloat64) {
               << "D " << d.D << " L " << d.L << " causal " << causal << " tensor " << i;
       }
       for (int i = 0; i < 4; ++i) EXPECT_TRUE(same_bytes(runs[0][i], runs[1][i])) << "D " << d.D << " tensor " << i;
-      if (!dev().is_cpu() && d.D % 4 == 0)
+      if (!dev().is_cpu() && d.D % 4 == 0) {
         EXPECT_FALSE(same_bytes(runs[0][0], runs[2][0])) << "D " << d.D << ": TF32 gave the exact float32 result";
+      }
     }
   }
 }
