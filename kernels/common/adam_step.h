@@ -68,10 +68,10 @@ RTX_INLINE void adam_step_element(const AdamPointers<T, S>& t, int64_t i, const 
   A p = load_weight<A>(t.param, t.master, i);
   A g = load_grad<A>(t.grad, i, grad_scale);
   if (s.maximize) g = -g;
-  if (s.weight_decay != 0) {
-    if (s.decoupled_weight_decay) p = p * static_cast<A>(1 - s.lr * s.weight_decay);
-    else g = g + static_cast<A>(s.weight_decay) * p;
-  }
+  // Decoupled decay as a factor, exactly 1 without it, so that a loop over elements has no branch
+  // for it.
+  p = p * static_cast<A>(s.decoupled_weight_decay ? 1 - s.lr * s.weight_decay : 1.0);
+  if (s.weight_decay != 0 && !s.decoupled_weight_decay) g = g + static_cast<A>(s.weight_decay) * p;
   A m = static_cast<A>(t.exp_avg[i]);
   m = m + static_cast<A>(1 - s.beta1) * (g - m);
   const A v = static_cast<A>(t.exp_avg_sq[i]) * static_cast<A>(s.beta2) + static_cast<A>(1 - s.beta2) * g * g;

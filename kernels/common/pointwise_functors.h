@@ -41,30 +41,53 @@ RTX_INLINE T select(bool take, T a, T b) {
 #endif
 }
 
-// ---- tanh -------------------------------------------------------------------------------------
-// The host's float tanh: straight-line arithmetic that the compiler vectorizes (the C library's
-// tanhf is a call per element), within 2 ulp of the exact value. |x| < 0.625 takes an odd
-// polynomial (fitted to tanh(a) / a in a^2), larger ones 1 - 2 / (e^2|x| + 1) with e^y from a
-// degree-6 polynomial on y - n ln 2 scaled by 2^n; the sign is copied back, so tanh(-0) is -0 and
-// NaN stays NaN.
+// ---- exp and tanh -------------------------------------------------------------------------------
+// The host's float exp: straight-line arithmetic that the compiler vectorizes (the C library's expf
+// is a call per element), within 1.2 ulp of the exact value. x = n ln 2 + r with n = round(x / ln 2)
+// and |r| <= ln 2 / 2 (ln 2 in two parts, so n ln 2 is exact); e^r from its degree-7 Taylor
+// polynomial (truncation below 6e-9 relative); the scale 2^n applied as two normal powers of two, so
+// that overflow gives infinity and results below the normal range round once to a subnormal. x is
+// clamped to [-104, 89] (e^x is 0 or infinity beyond); NaN stays NaN.
+inline float host_expf(float x) {
+  float c = x > -104.0f ? x : -104.0f;  // NaN takes -104 (the result is NaN below)
+  c = c < 89.0f ? c : 89.0f;
+  const float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  const float r = (c - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
+  const float p = 1.0f + r * (1.0f + r * (0.5f + r * (0.16666667f + r * (0.041666668f + r * (0.008333334f +
+                                    r * (0.0013888889f + r * 1.984127e-04f))))));
+  const int32_t n1 = static_cast<int32_t>(n) / 2, n2 = static_cast<int32_t>(n) - n1;  // each in [-75, 64]
+  const int32_t bits1 = (n1 + 127) << 23, bits2 = (n2 + 127) << 23;
+  float scale1, scale2;
+  std::memcpy(&scale1, &bits1, sizeof(scale1));
+  std::memcpy(&scale2, &bits2, sizeof(scale2));
+  const float e = (p * scale1) * scale2;
+  return x != x ? x : e;
+}
+
+// The host's float tanh, within 2 ulp of the exact value: |x| < 0.625 takes an odd polynomial
+// (fitted to tanh(a) / a in a^2), larger ones 1 - 2 / (e^2|x| + 1) through host_expf (2|x| clamped
+// to 20: tanh rounds to 1 from 9.1 on); the sign is copied back, so tanh(-0) is -0 and NaN stays NaN.
 inline float host_tanhf(float x) {
   float a = std::fabs(x);
   const float z = a * a;
   const float small = a * (1.0f + z * (-0.33333274722099304f + z * (0.1333136111497879f + z * (-0.053735554218292236f +
                                        z * (0.020629500970244408f + z * -0.0056967646814882755f)))));
-  // e^y for y = 2a clamped to [0, 20] (tanh rounds to 1 from 9.1 on): y = n ln 2 + r, |r| <= ln 2 / 2.
   const float y = 2.0f * a < 20.0f ? 2.0f * a : 20.0f;  // NaN takes 20 (the result is NaN below)
-  const float n = (y * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-  const float r = (y - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
-  const float p =
-      1.0f + r * (1.0f + r * (0.5f + r * (0.16666667f + r * (0.041666668f + r * (0.008333334f + r * 0.0013888889f)))));
-  const int32_t scale_bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &scale_bits, sizeof(scale));
-  const float large = 1.0f - 2.0f / (p * scale + 1.0f);
+  const float large = 1.0f - 2.0f / (host_expf(y) + 1.0f);
   a = a < 0.625f ? small : large;
   a = x != x ? x : a;
   return std::copysign(a, x);
+}
+
+// std::exp(x), with host_expf for float on the host.
+template <typename T>
+RTX_INLINE T exp_of(T x) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return std::exp(x);
+#else
+  if constexpr (std::is_same_v<T, float>) return host_expf(x);
+  else return std::exp(x);
+#endif
 }
 
 // std::tanh(x), with host_tanhf for float on the host.
@@ -86,7 +109,7 @@ RTX_INLINE T approx_sigmoid(T y) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   if constexpr (std::is_same_v<T, float>) return __fdividef(1.0f, 1.0f + __expf(-y));
 #endif
-  return T(1) / (T(1) + std::exp(-y));
+  return T(1) / (T(1) + exp_of(-y));
 }
 
 // ---- unary ------------------------------------------------------------------------------------
@@ -141,7 +164,7 @@ struct Relu {
   }
 };
 struct Exp {
-  template <typename T> RTX_INLINE T operator()(T x) const { return std::exp(x); }
+  template <typename T> RTX_INLINE T operator()(T x) const { return exp_of(x); }
 };
 struct Log {
   template <typename T> RTX_INLINE T operator()(T x) const { return std::log(x); }
@@ -168,13 +191,13 @@ struct Cos {
   template <typename T> RTX_INLINE T operator()(T x) const { return std::cos(x); }
 };
 struct Sigmoid {
-  template <typename T> RTX_INLINE T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); }
+  template <typename T> RTX_INLINE T operator()(T x) const { return T(1) / (T(1) + exp_of(-x)); }
 };
 struct Tanh {
   template <typename T> RTX_INLINE T operator()(T x) const { return tanh_of(x); }
 };
 struct Silu {
-  template <typename T> RTX_INLINE T operator()(T x) const { return x / (T(1) + std::exp(-x)); }
+  template <typename T> RTX_INLINE T operator()(T x) const { return x / (T(1) + exp_of(-x)); }
 };
 struct Erf {
   template <typename T> RTX_INLINE T operator()(T x) const { return std::erf(x); }
@@ -204,7 +227,7 @@ struct GeluTanh {
 struct GeluBackward {
   template <typename T> RTX_INLINE T operator()(T g, T x) const {
     const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
-    const T pdf = T(0.39894228040143267794) * std::exp(T(-0.5) * x * x);
+    const T pdf = T(0.39894228040143267794) * exp_of(T(-0.5) * x * x);
     return g * (cdf + x * pdf);
   }
 };
@@ -246,7 +269,7 @@ struct Softplus {
   double beta, threshold;
   template <typename T> RTX_INLINE T operator()(T x) const {
     const T bx = x * static_cast<T>(beta);
-    return bx > static_cast<T>(threshold) ? x : std::log1p(std::exp(bx)) / static_cast<T>(beta);
+    return bx > static_cast<T>(threshold) ? x : std::log1p(exp_of(bx)) / static_cast<T>(beta);
   }
 };
 // x clamped to [lo, hi], each bound applied only when given (has_lo, has_hi). NaN inputs stay NaN.

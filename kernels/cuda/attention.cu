@@ -1348,7 +1348,7 @@ constexpr int64_t kStoredDsBytes = int64_t{1} << 30;
 template <typename T>
 void mma_backward(const AttentionShape& sh, Heads<T> dq, Heads<T> dk, Heads<T> dv, Heads<const T> g,
                   Heads<const T> q, Heads<const T> k, Heads<const T> v, const float* lse, const float* dl,
-                  double scale, bool causal, DType dtype, int device, cudaStream_t stream) {
+                  double scale, bool causal, int device, cudaStream_t stream) {
   using Bits = MmaBits<T>;
   const int64_t q_tiles = ceil_div(sh.L, kMmaRows), k_tiles = ceil_div(sh.S, kMmaRows);
   const auto s = static_cast<float>(scale), s_log2 = static_cast<float>(scale * kLog2e);
@@ -1357,8 +1357,7 @@ void mma_backward(const AttentionShape& sh, Heads<T> dq, Heads<T> dk, Heads<T> d
   const int64_t ds_ld = q_tiles * kMmaRows, ds_head_bytes = ds_head_elems(sh.S, ds_ld) * 2;
   const int64_t group = sizeof(T) == 2 ? std::min(sh.bh, kStoredDsBytes / ds_head_bytes) : 0;
   const Tensor ds_t =
-      group > 0 ? rtx::detail::make_tensor({group * ds_head_bytes / 2}, dtype, Device(DeviceType::CUDA, device))
-                : Tensor();
+      group > 0 ? rtx::detail::make_tensor({group * ds_head_bytes}, kUInt8, Device(DeviceType::CUDA, device)) : Tensor();
   Bits* ds = group > 0 ? static_cast<Bits*>(ds_t.data_ptr()) : nullptr;
   with_padded_head_dim(sh.d, [&](auto head_dim) {
     constexpr int kD = decltype(head_dim)::value;
@@ -1457,12 +1456,12 @@ void forward(const AttentionShape& sh, Heads<T> out, opmath_t<T>* lse, Heads<con
 template <typename T>
 void backward(const AttentionShape& sh, Heads<T> dq, Heads<T> dk, Heads<T> dv, Heads<const T> g, Heads<const T> q,
               Heads<const T> k, Heads<const T> v, const opmath_t<T>* lse, const opmath_t<T>* dl, double scale,
-              bool causal, DType dtype, int device, cudaStream_t stream) {
+              bool causal, int device, cudaStream_t stream) {
   switch (attention_path<T>(sh, {dq, dk, dv, g, q, k, v}, device)) {
 #if !defined(__HIP_PLATFORM_AMD__)
     case AttentionPath::kTensorCores:
       if constexpr (sizeof(T) == 2 || std::is_same_v<T, float>)
-        mma_backward<T>(sh, dq, dk, dv, g, q, k, v, lse, dl, scale, causal, dtype, device, stream);
+        mma_backward<T>(sh, dq, dk, dv, g, q, k, v, lse, dl, scale, causal, device, stream);
       return;
     case AttentionPath::kFloatTiles:
       if constexpr (std::is_same_v<T, float>)
@@ -1505,8 +1504,7 @@ void attention_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& d
         dl, gh, oh, sh.L, sh.d, rows, rl.lanes, sh.d % kVecOf<T> == 0 && gh.rows_aligned_16() && oh.rows_aligned_16());
     RTX_CUDA_CHECK_LAUNCH();
     backward<T>(sh, heads_of<T>(dq), heads_of<T>(dk), heads_of<T>(dv), gh, heads_of<const T>(q), heads_of<const T>(k),
-                heads_of<const T>(v), lse.data_ptr<acc_t>(), dl, scale, causal, q.dtype(), q.device().index,
-                scope.stream());
+                heads_of<const T>(v), lse.data_ptr<acc_t>(), dl, scale, causal, q.device().index, scope.stream());
   });
 }
 

@@ -5,7 +5,8 @@
 // GEMMs, accumulating dk and dv of a head in that head's own buffers. Operands are read and written
 // through their head layouts (strided heads and rows). Heads (and, in the forward, query blocks)
 // are split across threads; GEMMs run single-threaded inside them, so results do not depend on the
-// thread count. Math in the opmath type (float for 16-bit floats).
+// thread count. Math in the opmath type (float for 16-bit floats); the softmax loops are also built
+// for AVX2 and AVX-512 (vector_isa.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,9 +14,12 @@
 #include <vector>
 
 #include "backend/cpu/blas.h"
+#include "backend/cpu/nn_rows.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/vector_isa.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/attention.h"
+#include "kernels/common/pointwise_functors.h"
 
 namespace rtx::cpu {
 namespace {
@@ -76,12 +80,15 @@ struct QueryBlock {
 // p[i, j] = exp(scores[i, j] - lse_i) over the keys row i sees, 0 past them (scores: [rows, keys]).
 template <typename A>
 void probabilities_from_lse(A* p, const QueryBlock& b, int64_t S, bool causal, const A* lse) {
-  for (int64_t i = 0; i < b.rows; ++i) {
-    A* row = p + i * b.keys;
-    const int64_t n = keys_seen(b.r0 + i, S, causal);
-    for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] - lse[b.r0 + i]);
-    std::fill(row + n, row + b.keys, A(0));
-  }
+  with_vector_isa([&] {
+    for (int64_t i = 0; i < b.rows; ++i) {
+      A* row = p + i * b.keys;
+      const int64_t n = keys_seen(b.r0 + i, S, causal);
+      const A l = lse[b.r0 + i];
+      for (int64_t j = 0; j < n; ++j) row[j] = fn::exp_of(row[j] - l);
+      std::fill(row + n, row + b.keys, A(0));
+    }
+  });
 }
 
 void attention_cpu(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -107,21 +114,22 @@ void attention_cpu(const Tensor& out, const Tensor& lse, const Tensor& q, const 
         serial_gemm(false, true, b.rows, b.keys, D, static_cast<A>(scale), qs.row(0), qs.ld(), ks.row(0), ks.ld(),
                     A(0), scores.data(), b.keys);
         A* row_lse = lp + h * L;
-        for (int64_t i = 0; i < b.rows; ++i) {
-          const A* row = scores.data() + i * b.keys;
-          row_lse[b.r0 + i] = *std::max_element(row, row + keys_seen(b.r0 + i, S, causal));
-        }
+        with_vector_isa([&] {
+          for (int64_t i = 0; i < b.rows; ++i)
+            row_lse[b.r0 + i] = rows::slice_max(scores.data() + i * b.keys, keys_seen(b.r0 + i, S, causal), rows::Unit{});
+        });
         probabilities_from_lse(scores.data(), b, S, causal, row_lse);  // exp(s - max) for now
         serial_gemm(false, false, b.rows, D, b.keys, A(1), scores.data(), b.keys, vs.row(0), vs.ld(), A(0),
                     acc.data(), D);
-        for (int64_t i = 0; i < b.rows; ++i) {
-          const A* p = scores.data() + i * b.keys;
-          A total = 0;
-          for (int64_t j = 0; j < b.keys; ++j) total += p[j];
-          T* o = op + lo.offset(h) + (b.r0 + i) * lo.row;
-          for (int64_t d = 0; d < D; ++d) o[d] = static_cast<T>(acc[i * D + d] / total);
-          row_lse[b.r0 + i] += std::log(total);
-        }
+        with_vector_isa([&] {
+          for (int64_t i = 0; i < b.rows; ++i) {
+            const A* p = scores.data() + i * b.keys;
+            const A total = static_cast<A>(rows::lane_sum(b.keys, [&](int64_t j) { return p[j]; }));
+            T* o = op + lo.offset(h) + (b.r0 + i) * lo.row;
+            for (int64_t d = 0; d < D; ++d) o[d] = static_cast<T>(acc[i * D + d] / total);
+            row_lse[b.r0 + i] += std::log(total);
+          }
+        });
       }
     });
   });
@@ -161,9 +169,12 @@ void attention_backward_cpu(const Tensor& dq, const Tensor& dk, const Tensor& dv
           // dv += p^T g; dp = g v^T; ds = p (dp - <g, out>); dq = scale ds k; dk += scale ds^T q
           serial_gemm(true, false, b.keys, D, b.rows, A(1), p.data(), b.keys, gb, gs.ld(), A(1), dv_acc.data(), D);
           serial_gemm(false, true, b.rows, b.keys, D, A(1), gb, gs.ld(), vs.row(0), vs.ld(), A(0), ds.data(), b.keys);
-          for (int64_t i = 0; i < b.rows; ++i)
-            for (int64_t j = 0; j < b.keys; ++j)
-              ds[i * b.keys + j] = p[i * b.keys + j] * (ds[i * b.keys + j] - g_dot_out[b.r0 + i]);
+          with_vector_isa([&] {
+            for (int64_t i = 0; i < b.rows; ++i) {
+              const A gi = g_dot_out[b.r0 + i];
+              for (int64_t j = 0; j < b.keys; ++j) ds[i * b.keys + j] = p[i * b.keys + j] * (ds[i * b.keys + j] - gi);
+            }
+          });
           serial_gemm(false, false, b.rows, D, b.keys, sc, ds.data(), b.keys, ks.row(0), ks.ld(), A(0),
                       dq_block.data(), D);
           serial_gemm(true, false, b.keys, D, b.rows, sc, ds.data(), b.keys, qb, qs.ld(), A(1), dk_acc.data(), D);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/vector_isa.h"
 #include "core/collapse.h"
 #include "kernels/common/opmath.h"
 #include "rtx/tensor.h"
@@ -21,6 +22,11 @@ namespace rtx::cpu {
 
 using detail::collapse;
 using detail::Geometry;
+
+// Functors whose math per element is long (exp, tanh): their contiguous loops are also built for
+// AVX2 and AVX-512 (vector_isa.h), where the others are bound by memory and stay at the baseline.
+template <typename F>
+inline constexpr bool kLongMath = false;
 
 // Calls op(ptrs) for every element, ptrs being one byte pointer per operand.
 template <size_t N, typename Op>
@@ -109,7 +115,9 @@ void pointwise(const Tensor& out, const F& f, const Ts&... ins) {
     Out* o = static_cast<Out*>(out.data_ptr());
     const std::tuple<const In*...> in{static_cast<const In*>(ins.data_ptr())...};
     parallel_for(n, kGrainSize, [&](int64_t b, int64_t e) {
-      loops_detail::contiguous<Out, In...>(o, in, b, e, f, std::index_sequence_for<In...>{});
+      const auto loop = [&] { loops_detail::contiguous<Out, In...>(o, in, b, e, f, std::index_sequence_for<In...>{}); };
+      if constexpr (kLongMath<F>) with_vector_isa(loop);
+      else loop();
     });
     return;
   }

@@ -1,7 +1,7 @@
 // CPU kernels of the loss family: cross-entropy (fused over the softmax) and nll_loss, forward and
-// backward. Elementwise math runs in the opmath type (float for 16-bit floats); sums over samples
-// accumulate in double in fixed blocks combined in order, so results never depend on the thread
-// count.
+// backward. Elementwise math runs in the opmath type (float for 16-bit floats), its loops also built
+// for AVX2 and AVX-512 (vector_isa.h); sums over samples accumulate in double in fixed blocks
+// combined in order, so results never depend on the thread count.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -13,6 +13,7 @@
 
 #include "backend/cpu/nn_rows.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/vector_isa.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/loss.h"
 
@@ -49,16 +50,18 @@ void class_loss_forward(const Tensor& out, const Tensor& total_weight, const Cla
       geo.samples(), grain_for(geo.classes), Sums{0, 0},
       [&](int64_t begin, int64_t end) {
         Sums part{0, 0};
-        for (int64_t i = begin; i < end; ++i) {
-          double loss = 0;
-          if (t[i] != ignore_index) {
-            const double wt = w ? static_cast<double>(static_cast<acc_t>(w[t[i]])) : 1.0;
-            loss = loss_of(i, t[i], wt);
-            part[0] += loss;
-            part[1] += wt;
+        with_vector_isa([&] {
+          for (int64_t i = begin; i < end; ++i) {
+            double loss = 0;
+            if (t[i] != ignore_index) {
+              const double wt = w ? static_cast<double>(static_cast<acc_t>(w[t[i]])) : 1.0;
+              loss = loss_of(i, t[i], wt);
+              part[0] += loss;
+              part[1] += wt;
+            }
+            if (none) o[i] = static_cast<Out>(loss);
           }
-          if (none) o[i] = static_cast<Out>(loss);
-        }
+        });
         return part;
       },
       [](Sums a, Sums b) {
@@ -82,12 +85,14 @@ void class_loss_backward(const Tensor& g, const Tensor& total_weight, const Clas
   const acc_t total = *total_weight.data_ptr<acc_t>();
   const acc_t reduced_scale = reduction == Reduction::Mean ? static_cast<acc_t>(*gp) / total : static_cast<acc_t>(*gp);
   parallel_for(geo.samples(), grain_for(geo.classes), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const bool ignored = t[i] == ignore_index;
-      const acc_t wt = ignored ? acc_t(0) : w ? static_cast<acc_t>(w[t[i]]) : acc_t(1);
-      const acc_t scale = reduction == Reduction::None ? static_cast<acc_t>(gp[i]) : reduced_scale;
-      grad_of(i, ignored ? int64_t{-1} : t[i], wt, scale);
-    }
+    with_vector_isa([&] {
+      for (int64_t i = begin; i < end; ++i) {
+        const bool ignored = t[i] == ignore_index;
+        const acc_t wt = ignored ? acc_t(0) : w ? static_cast<acc_t>(w[t[i]]) : acc_t(1);
+        const acc_t scale = reduction == Reduction::None ? static_cast<acc_t>(gp[i]) : reduced_scale;
+        grad_of(i, ignored ? int64_t{-1} : t[i], wt, scale);
+      }
+    });
   });
 }
 
@@ -152,13 +157,21 @@ void cross_entropy_backward_impl(const Tensor& grad_logits, const Tensor& g, con
       }
       // scale * (A * softmax - B): A = sum_c B_c, B = keep * w_t * onehot + smooth * w
       const T* row = x + geo.row(i);
-      const acc_t l = lp[i];
-      const acc_t a = keep * wt + smooth_scale * wsum;
-      for (int64_t c = 0; c < geo.classes; ++c) {
-        const acc_t wc = w ? static_cast<acc_t>(w[c]) : acc_t(1);
-        const acc_t b = (c == t ? keep * wt : acc_t(0)) + smooth_scale * wc;
-        grow[c * s] = static_cast<T>(scale * (a * std::exp(static_cast<acc_t>(row[c * s]) - l) - b));
-      }
+      // One loop with class weights and one without, its scalars copied into locals (the stores to
+      // grow could alias the captured ones), so that nothing is loaded conditionally and both
+      // vectorize.
+      const auto write = [&](const auto& weight_of) {
+        const acc_t on_target = keep * wt, a = on_target + smooth_scale * wsum, smooth = smooth_scale, sc = scale,
+                    l = lp[i];
+        for (int64_t c = 0; c < geo.classes; ++c) {
+          const acc_t b = (c == t ? on_target : acc_t(0)) + smooth * weight_of(c);
+          grow[c * s] = static_cast<T>(sc * (a * fn::exp_of(static_cast<acc_t>(row[c * s]) - l) - b));
+        }
+      };
+      if (w)
+        write([&](int64_t c) { return static_cast<acc_t>(w[c]); });
+      else
+        write([](int64_t) { return acc_t(1); });
     };
     class_loss_backward<T, acc_t>(g, total_weight, geo, target, weight, ignore_index, reduction, grad_of);
   });

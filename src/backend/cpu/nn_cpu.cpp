@@ -1,8 +1,8 @@
 // CPU kernels of the neural-network family: softmax and log_softmax, embedding, one-hot and the
-// index check. Elementwise math runs in the opmath type (float for 16-bit floats); sums accumulate in
-// double. Results never depend on the thread count: reductions combine fixed blocks in order, and
-// accumulations into shared rows (the embedding gradient) are partitioned by destination, without
-// atomics.
+// index check. Elementwise math runs in the opmath type (float for 16-bit floats), the softmax loops
+// also built for AVX2 and AVX-512 (vector_isa.h); sums accumulate in double. Results never depend on
+// the thread count: reductions combine fixed blocks in order, and accumulations into shared rows
+// (the embedding gradient) are partitioned by destination, without atomics.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -14,6 +14,7 @@
 
 #include "backend/cpu/nn_rows.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/vector_isa.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/nn.h"
 
@@ -34,20 +35,19 @@ void softmax_slice(T* out, const T* x, int64_t n, S s) {
     for (int64_t j = 0; j < n; ++j) out[j * s] = static_cast<T>((static_cast<acc_t>(x[j * s]) - ml.max) - log_sum);
   } else {
     const acc_t m = slice_max(x, n, s);
-    double sum = 0;
     if constexpr (std::is_same_v<T, acc_t>) {
       // Keep the exponentials in the output instead of computing them twice.
-      for (int64_t j = 0; j < n; ++j) {
-        const acc_t e = std::exp(x[j * s] - m);
+      const double sum = lane_sum(n, [&](int64_t j) {
+        const acc_t e = fn::exp_of(x[j * s] - m);
         out[j * s] = e;
-        sum += e;
-      }
+        return e;
+      });
       const acc_t inv = static_cast<acc_t>(1.0 / sum);
       for (int64_t j = 0; j < n; ++j) out[j * s] *= inv;
     } else {
-      for (int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<acc_t>(x[j * s]) - m);
+      const double sum = lane_sum(n, [&](int64_t j) { return fn::exp_of(static_cast<acc_t>(x[j * s]) - m); });
       const acc_t inv = static_cast<acc_t>(1.0 / sum);
-      for (int64_t j = 0; j < n; ++j) out[j * s] = static_cast<T>(std::exp(static_cast<acc_t>(x[j * s]) - m) * inv);
+      for (int64_t j = 0; j < n; ++j) out[j * s] = static_cast<T>(fn::exp_of(static_cast<acc_t>(x[j * s]) - m) * inv);
     }
   }
 }
@@ -60,7 +60,7 @@ void softmax_backward_slice(T* gx, const T* g, const T* out, int64_t n, S s) {
     for (int64_t j = 0; j < n; ++j) dot += static_cast<acc_t>(g[j * s]);
     const acc_t total = static_cast<acc_t>(dot);
     for (int64_t j = 0; j < n; ++j)
-      gx[j * s] = static_cast<T>(static_cast<acc_t>(g[j * s]) - std::exp(static_cast<acc_t>(out[j * s])) * total);
+      gx[j * s] = static_cast<T>(static_cast<acc_t>(g[j * s]) - fn::exp_of(static_cast<acc_t>(out[j * s])) * total);
   } else {
     for (int64_t j = 0; j < n; ++j) dot += static_cast<acc_t>(g[j * s]) * static_cast<acc_t>(out[j * s]);
     const acc_t total = static_cast<acc_t>(dot);
@@ -74,7 +74,9 @@ template <typename F>
 void for_each_slice(int64_t outer, int64_t n, int64_t inner, const F& f) {
   with_stride(inner, [&](auto s) {
     parallel_for(outer * inner, grain_for(n), [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) f((t / inner) * n * inner + t % inner, s);
+      with_vector_isa([&] {
+        for (int64_t t = b; t < e; ++t) f((t / inner) * n * inner + t % inner, s);
+      });
     });
   });
 }

@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -14,6 +15,7 @@
 
 #include "backend/cpu/parallel.h"
 #include "kernels/common/opmath.h"
+#include "kernels/common/pointwise_functors.h"
 #include "rtx/tensor.h"
 
 namespace rtx::cpu::rows {
@@ -106,12 +108,50 @@ Moments shifted_moments(int64_t n, const F& value) {
   return shifted_moments_of_runs(n, n > 0 ? value(0) : 0.0, [&](const auto& run) { run(n, value); });
 }
 
+// The sum of f(k) over k in [0, n) in double, in kLanes partial sums combined in a fixed order (see
+// PairSums): the loop vectorizes, and the result depends only on the data.
+template <typename F>
+double lane_sum(int64_t n, const F& f) {
+  constexpr int64_t kLanes = 16;
+  std::array<double, kLanes> lanes{};
+  int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += f(k + l);
+  for (int64_t l = 0; k < n; ++k, ++l) lanes[l] += f(k);
+  double total = 0;
+  for (double v : lanes) total += v;
+  return total;
+}
+
+// A float's key among int32s that orders like the floats (-0 just below +0, a NaN with the sign bit
+// clear above +infinity, one with it set below -infinity), and back: the integers' max vectorizes
+// where the floats' does not.
+inline int32_t float_order_key(float x) {
+  int32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  return bits ^ ((bits >> 31) & 0x7fffffff);
+}
+inline float float_of_order_key(int32_t key) {
+  const int32_t bits = key ^ ((key >> 31) & 0x7fffffff);
+  float x;
+  std::memcpy(&x, &bits, sizeof(x));
+  return x;
+}
+
+// The largest value of a slice, -infinity for an empty one. A NaN may come out as the max or be
+// passed over; either way it reaches the results through the sums of exponentials.
 template <typename T, typename S>
 opmath_t<T> slice_max(const T* x, int64_t n, S s) {
   using acc_t = opmath_t<T>;
-  acc_t m = -std::numeric_limits<acc_t>::infinity();
-  for (int64_t j = 0; j < n; ++j) m = std::max(m, static_cast<acc_t>(x[j * s]));
-  return m;
+  if constexpr (std::is_same_v<acc_t, float>) {
+    int32_t m = float_order_key(-std::numeric_limits<float>::infinity());
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, float_order_key(static_cast<float>(x[j * s])));
+    return float_of_order_key(m);
+  } else {
+    acc_t m = -std::numeric_limits<acc_t>::infinity();
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, static_cast<acc_t>(x[j * s]));
+    return m;
+  }
 }
 
 // The max of a slice and log(sum(exp(x - max))): their sum is the slice's log-sum-exp, kept apart so
@@ -125,8 +165,7 @@ template <typename T, typename S>
 MaxLogSum<T> slice_max_logsum(const T* x, int64_t n, S s) {
   using acc_t = opmath_t<T>;
   const acc_t m = slice_max(x, n, s);
-  double sum = 0;
-  for (int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<acc_t>(x[j * s]) - m);
+  const double sum = lane_sum(n, [&](int64_t j) { return fn::exp_of(static_cast<acc_t>(x[j * s]) - m); });
   return {m, std::log(sum)};
 }
 

@@ -1,6 +1,10 @@
 // CPU kernels of the fused optimizer updates (kernels/common/adam_step.h, sgd_step.h): the tensors one
-// after the other, each split over threads by element ranges.
+// after the other, each split over threads by element ranges. Adam without master weights, AMSGrad or
+// a gradient scale runs a branch-free loop, also built for AVX2 and AVX-512 (vector_isa.h).
+#include <type_traits>
+
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/vector_isa.h"
 #include "core/dtype_dispatch.h"
 #include "dispatch/optim.h"
 
@@ -14,6 +18,39 @@ S* optional_ptr(const TensorList& list, size_t i) {
 
 bool skipped(const kernels::StepScalars& scalars) {
   return scalars.found_inf != nullptr && *scalars.found_inf != 0.0f;
+}
+
+// Adam without master weights, AMSGrad or a gradient scale over elements [0, n): the loop's own
+// pointers and options hold the absent tensors as null and the flags as constants, so that the
+// compiler sees them and the loop has no branch left to keep it from vectorizing.
+template <typename T, typename S>
+void plain_adam_steps(const kernels::AdamPointers<T, S>& p, const kernels::AdamStep& step, int64_t n) {
+  const auto run = [&](auto maximize, auto decoupled, auto decay) {
+    kernels::AdamStep s = step;
+    s.maximize = decltype(maximize)::value;
+    s.decoupled_weight_decay = decltype(decoupled)::value;
+    if constexpr (!decltype(decay)::value) s.weight_decay = 0;
+    parallel_for(n, kGrainSize, [&](int64_t b, int64_t e) {
+      with_vector_isa([&, s] {
+        const kernels::AdamPointers<T, S> plain{p.param, p.grad, nullptr, p.exp_avg, p.exp_avg_sq, nullptr};
+        for (int64_t k = b; k < e; ++k) kernels::adam_step_element(plain, k, s, nullptr);
+      });
+    });
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
+  const auto with_decay = [&](auto maximize) {
+    if (step.weight_decay == 0)
+      run(maximize, No{}, No{});
+    else if (step.decoupled_weight_decay)
+      run(maximize, Yes{}, Yes{});
+    else
+      run(maximize, No{}, Yes{});
+  };
+  if (step.maximize)
+    with_decay(Yes{});
+  else
+    with_decay(No{});
 }
 
 void adam_multi_step_cpu(const kernels::AdamTensors& t, const kernels::AdamStep& step,
@@ -34,6 +71,10 @@ void adam_multi_step_cpu(const kernels::AdamTensors& t, const kernels::AdamStep&
       const kernels::AdamPointers<T, S> p{t.params[i].data_ptr<T>(),  t.grads[i].data_ptr<T>(),
                                           optional_ptr<S>(t.masters, i), t.exp_avgs[i].data_ptr<S>(),
                                           t.exp_avg_sqs[i].data_ptr<S>(), optional_ptr<S>(t.max_exp_avg_sqs, i)};
+      if (p.master == nullptr && p.max_exp_avg_sq == nullptr && scalars.grad_scale == nullptr) {
+        plain_adam_steps(p, s, t.params[i].numel());
+        continue;
+      }
       parallel_for(t.params[i].numel(), kGrainSize, [&](int64_t b, int64_t e) {
         for (int64_t k = b; k < e; ++k) kernels::adam_step_element(p, k, s, scalars.grad_scale);
       });

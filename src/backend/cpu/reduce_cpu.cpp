@@ -7,7 +7,8 @@
 //  - when x's innermost dim is kept: accumulates whole rows into a tile of outputs (a contiguous,
 //    vectorizable loop), in parallel over the tiles (or over parts of the reduced range).
 // Any other layout is the same two loops with strides. The policies (and the accumulation types) are
-// kernels/common/reduce_ops.h's, shared with the CUDA kernels. The cumsum scan is at the end.
+// kernels/common/reduce_ops.h's, shared with the CUDA kernels. Float sums over kept rows (bias
+// gradients) are also built for AVX2 and AVX-512 (vector_isa.h). The cumsum scan is at the end.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/vector_isa.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/common/reduce_ops.h"
 #include "dispatch/reduce.h"
@@ -208,6 +210,19 @@ void reduce_inner(const Op& op, const typename Op::in_t* x, const Plan& plan) {
   }
 }
 
+// Reductions whose row loop in reduce_outer is also built for wider vector ISAs: float sums.
+template <typename Op>
+inline constexpr bool kWideRowLoop = false;
+template <typename Out, bool kMean>
+inline constexpr bool kWideRowLoop<SumOp<float, Out, kMean>> = true;
+
+// f() built for vector_isa() where the op's row loop pays for it, else for the baseline.
+template <typename Op, typename F>
+void with_row_loop_isa(const F& f) {
+  if constexpr (kWideRowLoop<Op>) with_vector_isa(f);
+  else f();
+}
+
 // x's innermost dim (vec) is kept: rows of the reduced space accumulate into tiles of outputs.
 template <typename Op>
 void reduce_outer(const Op& op, const typename Op::in_t* x, const Plan& plan) {
@@ -243,20 +258,24 @@ void reduce_outer(const Op& op, const typename Op::in_t* x, const Plan& plan) {
     parallel_for(tasks, std::max<int64_t>(1, kGrainSize / (num_red * tile_len)), [&](int64_t b, int64_t e) {
       const auto acc = std::make_unique<acc_t[]>(tile_len);
       Walker outs(outer_kept), red(plan.reduced);
-      for (int64_t t = b; t < e; ++t) {
-        const int64_t o = run_task(t, 0, num_red, acc.get(), outs, red);
-        for (int64_t v = 0, n = tile_size(t); v < n; ++v) op.write(o + v * vec.os, acc[v]);
-      }
+      with_row_loop_isa<Op>([&] {
+        for (int64_t t = b; t < e; ++t) {
+          const int64_t o = run_task(t, 0, num_red, acc.get(), outs, red);
+          for (int64_t v = 0, n = tile_size(t); v < n; ++v) op.write(o + v * vec.os, acc[v]);
+        }
+      });
     });
     return;
   }
   const auto partial = std::make_unique<acc_t[]>(tasks * splits * tile_len);
   parallel_for(tasks * splits, 1, [&](int64_t b, int64_t e) {
     Walker outs(outer_kept), red(plan.reduced);
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t task = t / splits, s = t % splits;
-      run_task(task, num_red * s / splits, num_red * (s + 1) / splits, &partial[t * tile_len], outs, red);
-    }
+    with_row_loop_isa<Op>([&] {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t task = t / splits, s = t % splits;
+        run_task(task, num_red * s / splits, num_red * (s + 1) / splits, &partial[t * tile_len], outs, red);
+      }
+    });
   });
   Walker outs(outer_kept);
   for (int64_t task = 0; task < tasks; ++task) {

@@ -1,34 +1,43 @@
-// Hot CPU loops built a second time for AVX2 and picked at run time: the library's baseline is plain
-// x86-64 (SSE2), whose two-double vectors halve the speed of loops that sum float data in double.
-// Both builds give the same bits: AVX2 brings no fused multiply-add (FMA is a separate target), vector
+// Hot CPU loops built again for AVX2 and for AVX-512 and picked at run time: the library's baseline
+// is plain x86-64 (SSE2), whose four-float vectors hold back loops of long float math (exp, tanh) and
+// whose two-double vectors halve the speed of loops that sum float data in double. Every build gives
+// the same bits: the library compiles with -ffp-contract=off, so no ISA fuses a multiply-add, vector
 // lanes round like scalars, and the loops' explicit lanes fix the order of every sum.
 #pragma once
 
+#include "rtx/export.h"
+
 namespace rtx::cpu {
+
+enum class VectorIsa { kBaseline, kAvx2, kAvx512 };
+
+// The widest ISA this CPU has (AVX-512 means F, BW, DQ and VL), and the one with_vector_isa builds
+// run (the widest unless set lower); exported so that tests can run the loops under each one.
+RTX_API VectorIsa cpu_vector_isa();
+RTX_API VectorIsa vector_isa();
+// Runs with_vector_isa's loops for isa from now on, as long as the CPU has it; false if it has not.
+RTX_API bool set_vector_isa(VectorIsa isa);
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__)
 
-// f() with everything it calls inlined and compiled for AVX2.
+// f() with everything it calls inlined and compiled for AVX-512, or for AVX2.
+template <typename F>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"), flatten)) void run_avx512(const F& f) {
+  f();
+}
 template <typename F>
 __attribute__((target("avx2"), flatten)) void run_avx2(const F& f) {
   f();
 }
 
-inline bool cpu_has_avx2() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0;
-  }();
-  return has;
-}
-
-// f() built for AVX2 on CPUs that have it, else for the baseline.
+// f() built for vector_isa().
 template <typename F>
 void with_vector_isa(const F& f) {
-  if (cpu_has_avx2())
-    run_avx2(f);
-  else
-    f();
+  switch (vector_isa()) {
+    case VectorIsa::kAvx512: run_avx512(f); break;
+    case VectorIsa::kAvx2: run_avx2(f); break;
+    case VectorIsa::kBaseline: f(); break;
+  }
 }
 
 #else
