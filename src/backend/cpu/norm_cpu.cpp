@@ -1,8 +1,8 @@
 // CPU kernels of the normalization family: layer norm and batch norm, forward and backward.
 // Elementwise math runs in the opmath type (float for 16-bit floats); statistics and gradient sums
 // accumulate in double, in fixed blocks combined in order, so results never depend on the thread
-// count. Batch norm streams through memory in order, its loops built for AVX2 where the CPU has it
-// (vector_isa.h).
+// count. Batch norm streams through memory in order, its loops built for AVX2 or AVX-512 where the
+// CPU has them (vector_isa.h).
 #include <algorithm>
 #include <array>
 #include <cmath>

@@ -1,7 +1,7 @@
 // CPU pooling kernels: direct loops over the output windows, parallel over the N * C planes (every
-// backward writes only into its own plane), with a vectorized path (built for AVX2 where the CPU has
-// it) for max pooling's most common case, 2x2 windows at stride 2. Sums, divisions and comparisons run
-// in opmath (float for the 16-bit floats); max pooling propagates NaN like PyTorch.
+// backward writes only into its own plane), with a vectorized path (built for AVX2 or AVX-512 where
+// the CPU has them) for max pooling's most common case, 2x2 windows at stride 2. Sums, divisions and
+// comparisons run in opmath (float for the 16-bit floats); max pooling propagates NaN like PyTorch.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
