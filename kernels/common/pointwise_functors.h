@@ -212,13 +212,16 @@ struct Gelu {
 // Where the result is rounded to a 16-bit float (`rounds_to_16bit`), the device computes it as
 // x sigmoid(2u), which it is, with the hardware's approximate exp and divide: fewer instructions
 // than tanh, so the 16-bit op runs at memory speed, and no cancellation in 1 + tanh(u) for very
-// negative x.
+// negative x. The host computes float the same way, as x / (1 + e^-2u) through host_expf: a third
+// fewer instructions than through host_tanhf, and as accurate.
 struct GeluTanh {
   bool rounds_to_16bit = false;
   template <typename T> RTX_INLINE T operator()(T x) const {
     const T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
     if (rounds_to_16bit) return x * approx_sigmoid(T(2) * inner);
+#else
+    if constexpr (std::is_same_v<T, float>) return x / (1.0f + host_expf(-2.0f * inner));
 #endif
     return T(0.5) * x * (T(1) + tanh_of(inner));
   }
@@ -232,7 +235,8 @@ struct GeluBackward {
   }
 };
 // g * d gelu(x) / dx for the tanh approximation; with s = sigmoid(2u) = (1 + tanh(u)) / 2 it is
-// g s (1 + 2 (1 - s) x du/dx), computed so on the device where the result is rounded to 16 bits.
+// g s (1 + 2 (1 - s) x du/dx), computed so on the device where the result is rounded to 16 bits and
+// on the host for float (there with 1 - s as e^-2u s where s is near 1, which would cancel).
 struct GeluTanhBackward {
   bool rounds_to_16bit = false;
   template <typename T> RTX_INLINE T operator()(T g, T x) const {
@@ -243,6 +247,13 @@ struct GeluTanhBackward {
       const T s = approx_sigmoid(T(2) * inner);
       const T du_dx = k * (T(1) + T(3 * 0.044715) * x * x);
       return g * s * (T(1) + T(2) * (T(1) - s) * x * du_dx);
+    }
+#else
+    if constexpr (std::is_same_v<T, float>) {
+      const float e = host_expf(-2.0f * inner), s = 1.0f / (1.0f + e);
+      const float one_minus_s = s > 0.5f ? e * s : 1.0f - s;  // e s where 1 - s would cancel
+      const float du_dx = k * (1.0f + float(3 * 0.044715) * x * x);
+      return g * s * (1.0f + 2.0f * one_minus_s * x * du_dx);
     }
 #endif
     const T t = tanh_of(inner);
