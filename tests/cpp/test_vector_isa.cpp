@@ -1,10 +1,10 @@
 // The CPU loops built for several vector ISAs (backend/cpu/vector_isa.h) give the baseline's bits
 // under every ISA this CPU has: the long-math pointwise ops (exp, sigmoid, tanh, silu, tanh GELU)
 // forward and backward, softmax and log_softmax along the last and an inner dim, cross-entropy with
-// and without class weights, label smoothing and ignored targets, causal attention on the CPU, batch
-// norm, max pooling and sums over rows (a linear layer's bias gradient), in float32 and bfloat16, and
-// the Adam update (its branch-free loop and the general one). Skips where the CPU has only the
-// baseline.
+// and without class weights, label smoothing and ignored targets, causal attention on the CPU, layer
+// and batch norm, max pooling and sums over rows (a linear layer's bias gradient), in float32 and
+// bfloat16, and the Adam update (its branch-free loop and the general one). Skips where the CPU has
+// only the baseline.
 #include <functional>
 #include <string>
 #include <vector>
@@ -83,6 +83,8 @@ std::vector<Workload> workloads() {
       {"batch_norm",
        [](const TensorList& t) { return batch_norm(t[0], {}, {}, t[1], t[2], true); },
        {{4, 6, 9, 9}, {6}, {6}}},
+      {"layer_norm", [](const TensorList& t) { return layer_norm(t[0], {48}, t[1], t[2]); }, {{70, 48}, {48}, {48}}},
+      {"layer_norm_without_affine", [](const TensorList& t) { return layer_norm(t[0], {200}); }, {{9, 200}}},
       {"max_pool2d", [](const TensorList& t) { return max_pool2d(t[0], {2, 2}); }, {{2, 3, 10, 12}}},
       {"sum_over_rows", [](const TensorList& t) { return sum(t[0], {0}); }, {{1000, 37}}},
       {"linear_with_bias", [](const TensorList& t) { return linear(t[0], t[1], t[2]); }, {{300, 20}, {7, 20}, {7}}},

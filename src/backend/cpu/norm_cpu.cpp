@@ -1,8 +1,8 @@
 // CPU kernels of the normalization family: layer norm and batch norm, forward and backward.
 // Elementwise math runs in the opmath type (float for 16-bit floats); statistics and gradient sums
 // accumulate in double, in fixed blocks combined in order, so results never depend on the thread
-// count. Batch norm streams through memory in order, its loops built for AVX2 or AVX-512 where the
-// CPU has them (vector_isa.h).
+// count. Batch norm streams through memory in order; its loops and layer norm's are built for AVX2
+// or AVX-512 where the CPU has them (vector_isa.h).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -36,49 +36,67 @@ void layer_norm_impl(const Tensor& out, const Tensor& mean, const Tensor& rstd, 
   const T* xp = x.data_ptr<T>();
   const T* w = optional_data<T>(weight);
   const T* b = optional_data<T>(bias);
-  parallel_for(m, grain_for(n), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const T* xr = xp + i * n;
-      const auto [mu, var] = shifted_moments(n, [&](int64_t j) { return static_cast<double>(static_cast<acc_t>(xr[j])); });
-      const double r = 1.0 / std::sqrt(var + eps);
-      mp[i] = static_cast<acc_t>(mu);
-      rp[i] = static_cast<acc_t>(r);
-      const acc_t mu_a = static_cast<acc_t>(mu), r_a = static_cast<acc_t>(r);
-      T* orow = o + i * n;
-      for (int64_t j = 0; j < n; ++j) {
-        acc_t y = (static_cast<acc_t>(xr[j]) - mu_a) * r_a;
-        if (w) y *= static_cast<acc_t>(w[j]);
-        if (b) y += static_cast<acc_t>(b[j]);
-        orow[j] = static_cast<T>(y);
-      }
-    }
+  with_affine(w, b, [&](const auto& scale, const auto& shift) {
+    parallel_for(m, grain_for(n), [&](int64_t begin, int64_t end) {
+      with_vector_isa([&] {
+        for (int64_t i = begin; i < end; ++i) {
+          const T* xr = xp + i * n;
+          const auto [mu, var] =
+              shifted_moments(n, [&](int64_t j) { return static_cast<double>(static_cast<acc_t>(xr[j])); });
+          const double r = 1.0 / std::sqrt(var + eps);
+          mp[i] = static_cast<acc_t>(mu);
+          rp[i] = static_cast<acc_t>(r);
+          const acc_t mu_a = static_cast<acc_t>(mu), r_a = static_cast<acc_t>(r);
+          T* orow = o + i * n;
+          for (int64_t j = 0; j < n; ++j)
+            orow[j] = static_cast<T>(shift(j, scale(j, (static_cast<acc_t>(xr[j]) - mu_a) * r_a)));
+        }
+      });
+    });
   });
 }
 
-// Sums f(row, col) over rows for every column into the defined outputs (a, b), parallel over column
-// blocks so that every column is summed by one thread in row order.
+// f(scale, shift) with scale(j, v) = v * w[j] and shift(j, v) = v + b[j], or v itself where w or b
+// is null: one loop each way, neither loading conditionally, so that both vectorize.
+template <typename T, typename F>
+void with_affine(const T* w, const T* b, const F& f) {
+  using acc_t = opmath_t<T>;
+  const auto keep = [](int64_t, acc_t v) { return v; };
+  const auto scale = [w](int64_t j, acc_t v) { return v * static_cast<acc_t>(w[j]); };
+  const auto shift = [b](int64_t j, acc_t v) { return v + static_cast<acc_t>(b[j]); };
+  if (w && b) f(scale, shift);
+  else if (w) f(scale, keep);
+  else if (b) f(keep, shift);
+  else f(keep, keep);
+}
+
+// Sums f(row, col) over rows for every column into the defined outputs (a, b), parallel over blocks
+// of 64 columns (two for 128, the narrowest common width), every column summed by one thread in row
+// order.
 template <typename T, typename F>
 void column_sums(T* a, T* b, int64_t rows, int64_t cols, const F& f) {
-  constexpr int64_t kBlock = 256;
+  constexpr int64_t kBlock = 64;
   const int64_t blocks = (cols + kBlock - 1) / kBlock;
   parallel_for(blocks, grain_for(rows * kBlock), [&](int64_t begin, int64_t end) {
-    std::array<double, kBlock> sa, sb;
-    for (int64_t blk = begin; blk < end; ++blk) {
-      const int64_t j0 = blk * kBlock, len = std::min(kBlock, cols - j0);
-      std::fill(sa.begin(), sa.end(), 0.0);
-      std::fill(sb.begin(), sb.end(), 0.0);
-      for (int64_t i = 0; i < rows; ++i) {
+    with_vector_isa([&] {
+      std::array<double, kBlock> sa, sb;
+      for (int64_t blk = begin; blk < end; ++blk) {
+        const int64_t j0 = blk * kBlock, len = std::min(kBlock, cols - j0);
+        std::fill(sa.begin(), sa.end(), 0.0);
+        std::fill(sb.begin(), sb.end(), 0.0);
+        for (int64_t i = 0; i < rows; ++i) {
+          for (int64_t j = 0; j < len; ++j) {
+            const auto [va, vb] = f(i, j0 + j);
+            sa[j] += va;
+            sb[j] += vb;
+          }
+        }
         for (int64_t j = 0; j < len; ++j) {
-          const auto [va, vb] = f(i, j0 + j);
-          sa[j] += va;
-          sb[j] += vb;
+          if (a) a[j0 + j] = static_cast<T>(sa[j]);
+          if (b) b[j0 + j] = static_cast<T>(sb[j]);
         }
       }
-      for (int64_t j = 0; j < len; ++j) {
-        if (a) a[j0 + j] = static_cast<T>(sa[j]);
-        if (b) b[j0 + j] = static_cast<T>(sb[j]);
-      }
-    }
+    });
   });
 }
 
@@ -94,26 +112,30 @@ void layer_norm_backward_impl(const Tensor& grad_x, const Tensor& grad_weight, c
   const T* w = optional_data<T>(weight);
   if (grad_x.defined()) {
     T* gx = grad_x.data_ptr<T>();
-    parallel_for(m, grain_for(n), [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const T* gr = gp + i * n;
-        const T* xr = xp + i * n;
-        const acc_t mu = mp[i], r = rp[i];
-        // grad_x = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat)), gxhat = g * weight
-        PairSums sums;
-        sums.add(n, [&](int64_t j) {
-          const acc_t gh = static_cast<acc_t>(gr[j]) * (w ? static_cast<acc_t>(w[j]) : acc_t(1));
-          return std::pair<double, double>{gh, gh * (static_cast<acc_t>(xr[j]) - mu) * r};
+    with_affine(w, static_cast<const T*>(nullptr), [&](const auto& scale, const auto&) {
+      parallel_for(m, grain_for(n), [&](int64_t begin, int64_t end) {
+        with_vector_isa([&] {
+          for (int64_t i = begin; i < end; ++i) {
+            const T* gr = gp + i * n;
+            const T* xr = xp + i * n;
+            const acc_t mu = mp[i], r = rp[i];
+            // grad_x = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat)), gxhat = g * weight
+            PairSums sums;
+            sums.add(n, [&](int64_t j) {
+              const acc_t gh = scale(j, static_cast<acc_t>(gr[j]));
+              return std::pair<double, double>{gh, gh * (static_cast<acc_t>(xr[j]) - mu) * r};
+            });
+            const acc_t c1 = static_cast<acc_t>(sums.a() / static_cast<double>(n));
+            const acc_t c2 = static_cast<acc_t>(sums.b() / static_cast<double>(n));
+            T* gxr = gx + i * n;
+            for (int64_t j = 0; j < n; ++j) {
+              const acc_t gh = scale(j, static_cast<acc_t>(gr[j]));
+              const acc_t xh = (static_cast<acc_t>(xr[j]) - mu) * r;
+              gxr[j] = static_cast<T>(r * (gh - c1 - xh * c2));
+            }
+          }
         });
-        const acc_t c1 = static_cast<acc_t>(sums.a() / static_cast<double>(n));
-        const acc_t c2 = static_cast<acc_t>(sums.b() / static_cast<double>(n));
-        T* gxr = gx + i * n;
-        for (int64_t j = 0; j < n; ++j) {
-          const acc_t gh = static_cast<acc_t>(gr[j]) * (w ? static_cast<acc_t>(w[j]) : acc_t(1));
-          const acc_t xh = (static_cast<acc_t>(xr[j]) - mu) * r;
-          gxr[j] = static_cast<T>(r * (gh - c1 - xh * c2));
-        }
-      }
+      });
     });
   }
   if (grad_weight.defined() || grad_bias.defined()) {
