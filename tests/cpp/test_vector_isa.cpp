@@ -3,8 +3,8 @@
 // forward and backward, softmax and log_softmax along the last and an inner dim, cross-entropy with
 // and without class weights, label smoothing and ignored targets, causal attention on the CPU, layer
 // and batch norm, max pooling and sums over rows (a linear layer's bias gradient), in float32 and
-// bfloat16, and the Adam update (its branch-free loop and the general one). Skips where the CPU has
-// only the baseline.
+// bfloat16, the Adam update (its branch-free loop and the general one) and random draws. Skips where
+// the CPU has only the baseline.
 #include <functional>
 #include <string>
 #include <vector>
@@ -155,6 +155,26 @@ TEST(VectorIsaTest, AdamStepsGiveTheBaselinesBits) {
       EXPECT_TRUE(same_bytes(got[i].detach(), base[i].detach()))
           << "amsgrad " << options.amsgrad << " weight decay " << options.weight_decay << ", parameter " << i;
   }
+}
+
+// Random draws (uniform, normal, integers, Bernoulli through dropout, in float32, bfloat16 and
+// float64) for a fixed seed.
+TensorList draws() {
+  manual_seed(11);
+  const Tensor x = ones({3000});
+  return {rand({3001}), randn({3001}), randn({1001}).to(kBFloat16), rand({999}, TensorOptions(kFloat64)),
+          randn({1003}, TensorOptions(kFloat64)), randint(-5, 1000, {777}), dropout(x, 0.3, true)};
+}
+
+TEST(VectorIsaTest, RandomDrawsGiveTheBaselinesBits) {
+  if (cpu::cpu_vector_isa() == VectorIsa::kBaseline) GTEST_SKIP() << "this CPU has only the baseline vector ISA";
+  TensorList base;
+  {
+    VectorIsaGuard guard(VectorIsa::kBaseline);
+    base = draws();
+  }
+  const TensorList got = draws();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(same_bytes(got[i], base[i])) << "draw " << i;
 }
 
 TEST(VectorIsaTest, NoIsaWiderThanTheCpusCanBeSet) {

@@ -1,12 +1,15 @@
 // CPU kernels of the random family. Every element's value comes from its row-major logical index
 // through the draws of kernels/common/philox.h, so the results depend on neither the memory layout
-// nor the number of threads: each thread starts its range of elements mid-counter if it has to.
+// nor the number of threads: each thread starts its range of elements mid-counter if it has to. The
+// Philox blocks and draws run as vector code for AVX-512 where the CPU has it, else with FMA
+// instructions where it has those; the values are the same bits every way.
 #include <algorithm>
 #include <limits>
 #include <numeric>
 #include <vector>
 
 #include "backend/cpu/loops.h"
+#include "backend/cpu/vector_isa.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/common/philox.h"
 #include "dispatch/random.h"
@@ -62,7 +65,8 @@ inline __attribute__((always_inline)) void draw_counters(const Draw& draw, const
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__FMA__)
 // The same, compiled for CPUs with FMA instructions: the draws' fma calls become single instructions
-// instead of libm calls. Both round once, so the values are identical.
+// instead of libm calls. Both round once, so the values are identical. (Built for AVX-512, which has
+// FMA, the loop also vectorizes over counters; draw_range picks that where vector_isa() allows.)
 template <typename Draw>
 __attribute__((target("fma"))) void draw_counters_fma(const Draw& draw, const RandomCounters& rng, int64_t c0,
                                                      int64_t count, typename Draw::value_type* v) {
@@ -86,7 +90,8 @@ void draw_range(const Draw& draw, const RandomCounters& rng, int64_t b, int64_t 
   for (int64_t c0 = b / k; c0 < c_end; c0 += kBatch) {
     const int64_t count = std::min(kBatch, c_end - c0);
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__FMA__)
-    if (cpu_has_fma()) draw_counters_fma(draw, rng, c0, count, v);
+    if (vector_isa() == VectorIsa::kAvx512) run_avx512([&] { draw_counters(draw, rng, c0, count, v); });
+    else if (cpu_has_fma()) draw_counters_fma(draw, rng, c0, count, v);
     else draw_counters(draw, rng, c0, count, v);
 #else
     draw_counters(draw, rng, c0, count, v);
