@@ -166,8 +166,10 @@ TensorList draws() {
           randn({1003}, TensorOptions(kFloat64)), randint(-5, 1000, {777}), dropout(x, 0.3, true)};
 }
 
+// Only AVX-512 has a draw loop of its own: below it the draws take the FMA or the plain path whatever
+// the ISA is set to, so there is nothing to compare on other CPUs.
 TEST(VectorIsaTest, RandomDrawsGiveTheBaselinesBits) {
-  if (cpu::cpu_vector_isa() == VectorIsa::kBaseline) GTEST_SKIP() << "this CPU has only the baseline vector ISA";
+  if (cpu::cpu_vector_isa() != VectorIsa::kAvx512) GTEST_SKIP() << "this CPU has no AVX-512 draw loop to compare";
   TensorList base;
   {
     VectorIsaGuard guard(VectorIsa::kBaseline);
