@@ -5,8 +5,9 @@
 // float32 unless the float32 matmul precision allows TF32 tensor cores; float16/bfloat16 accumulate
 // and reduce split-K partial sums in float32; float64 computes in float64. Deterministic mode also
 // rules out the in-place split-K reduction, leaving only reductions done in a separate pass. One
-// handle per device, a workspace per device and stream, and the heuristic's algorithm cached per
-// problem. Integer products run a tiled kernel of their own (linalg_int.cu).
+// handle per device, a workspace per device and stream, and one algorithm cached per problem: the
+// fastest of the heuristic's first eight as the tuner measured it (backend/cuda/tuner.h), or the
+// heuristic's first. Integer products run a tiled kernel of their own (linalg_int.cu).
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -16,10 +17,16 @@
 #include <mutex>
 #include <optional>
 #include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "backend/cuda/capture.h"
 #include "backend/cuda/plan_cache.h"
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/tuner.h"
+#include "core/tuning.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
 #include "kernels/cuda/copy.h"
@@ -209,10 +216,15 @@ detail::PlanCache<kGemmKeySize, GemmPlan>& gemm_plans() {
   return *cache;
 }
 
-// The heuristic's first algorithm for the product described by desc and the layouts.
-GemmPlan choose_algorithm(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
-                          cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, uint32_t schemes,
-                          const std::array<uint32_t, 3>& align) {
+// Algorithms the heuristic is asked for when the product is tuned (backend/cuda/tuner.h); one otherwise.
+constexpr int kTunedAlgorithms = 8;
+
+// The heuristic's first `count` algorithms for the product described by desc and the layouts, best
+// first (none when it has none).
+std::vector<GemmPlan> heuristic_algorithms(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                                           cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                                           cublasLtMatrixLayout_t ld, uint32_t schemes,
+                                           const std::array<uint32_t, 3>& align, int count) {
   Preference pref;
   RTX_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(pref.out()));
   set(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kWorkspaceBytes));
@@ -221,13 +233,27 @@ GemmPlan choose_algorithm(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cu
   set(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align[1]);
   set(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align[2]);
   set(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align[2]);
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(count));
   int found = 0;
   const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, ld, ld, pref.get(), 1, &result, &found);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return {result.algo, 0, false};
+      cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, ld, ld, pref.get(), count, results.data(), &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return {};
   RTX_CUBLAS_CHECK(status);
-  return {result.algo, result.workspaceSize, found > 0};
+  std::vector<GemmPlan> plans;
+  for (int i = 0; i < found; ++i) plans.push_back({results[i].algo, results[i].workspaceSize, true});
+  return plans;
+}
+
+// The tuning cache's name of a product's shape class: the key's fields after the device, in its order.
+std::string shape_class_of(const GemmKey& key) {
+  return fmt::format("{}", fmt::join(key.begin() + 1, key.end(), ","));
+}
+
+// The tuning cache's name for cuBLASLt's products: its version is part of it, since the heuristic's
+// list of algorithms may differ between versions.
+const std::string& tuning_kernel_name() {
+  static const std::string name = fmt::format("cublaslt{}_matmul", cublasLtGetVersion());
+  return name;
 }
 
 // Vectors the epilogue reads or writes are at least this aligned (a bias that is not is added by a prefill).
@@ -268,6 +294,9 @@ bool gemm(const Tensor& out, const Tensor& a, const Tensor& b, const kernels::Ma
   }
   const cublasLtHandle_t handle = lt_handle(device);
   void* ws = workspace(device, scope.stream());
+  const Tensor& sums = epilogue.a_sums;
+  const bool repeatable = !out.shares_storage(a) && !out.shares_storage(b) &&
+                          !(sums.defined() && (sums.shares_storage(a) || sums.shares_storage(b)));
   const int64_t es = static_cast<int64_t>(out.element_size());
   for (int64_t b0 = 0; b0 < batches; b0 += kMaxBatch) {
     const auto count = static_cast<int32_t>(std::min(kMaxBatch, batches - b0));
@@ -287,19 +316,30 @@ bool gemm(const Tensor& out, const Tensor& a, const Tensor& b, const kernels::Ma
                      n, m, count, align[0], align[1], align[2], epilogue_kind};
     };
     const auto desc_of = [&](int64_t epilogue_kind) { return epilogue_kind == 0 ? desc.get() : fused_desc.get(); };
-    const auto plan_for = [&](int64_t epilogue_kind) {
-      return gemm_plans().get(key_for(epilogue_kind), [&] {
-        return choose_algorithm(handle, desc_of(epilogue_kind), la.get(), lb.get(), ld.get(), schemes, align);
-      });
-    };
     const auto run = [&](const GemmPlan& plan, int64_t epilogue_kind) {
       detail::count_library_call();
       return cublasLtMatmul(handle, desc_of(epilogue_kind), alpha, pa, la.get(), pb, lb.get(), beta, pd, ld.get(), pd,
                             ld.get(), &plan.algo, ws, plan.workspace, scope.stream());
     };
+    // The plan of a problem: the heuristic's best algorithm, or, where the product can run repeatedly
+    // (it writes out and a_sums from a and b alone: no prefilled bias, no operand sharing out's
+    // memory), the fastest of its first kTunedAlgorithms as timed once per GPU model.
+    const auto plan_for = [&](int64_t epilogue_kind, bool tunable) {
+      return gemm_plans().get(key_for(epilogue_kind), [&] {
+        const std::vector<GemmPlan> plans =
+            heuristic_algorithms(handle, desc_of(epilogue_kind), la.get(), lb.get(), ld.get(), schemes, align,
+                                 tunable && rtx::detail::tuning_enabled() ? kTunedAlgorithms : 1);
+        if (plans.empty()) return GemmPlan{{}, 0, false};
+        const int choice = detail::tuned_choice(
+            device, scope.stream(), tuning_kernel_name(), shape_class_of(key_for(epilogue_kind)),
+            static_cast<int>(plans.size()), 0,
+            [&](int c) { return run(plans[c], epilogue_kind) == CUBLAS_STATUS_SUCCESS; });
+        return plans[choice];
+      });
+    };
     // Without the epilogue: the plain product, with the bias prefilled into out when there is one.
     const auto run_unfused = [&] {
-      const GemmPlan plan = plan_for(0);
+      const GemmPlan plan = plan_for(0, repeatable && !bias.defined());
       RTX_CHECK(plan.found, Error, "[matmul] cuBLASLt found no algorithm for this product");
       if (bias.defined()) {
         copy_cuda(out, rtx::detail::make_view(bias, {m, n}, {0, 1}, bias.storage_offset()));
@@ -311,7 +351,7 @@ bool gemm(const Tensor& out, const Tensor& a, const Tensor& b, const kernels::Ma
       run_unfused();
       continue;
     }
-    GemmPlan plan = plan_for(fused);
+    GemmPlan plan = plan_for(fused, repeatable);
     // The heuristic may offer an algorithm for the epilogue that the call then refuses
     // (CUBLAS_STATUS_INVALID_VALUE or NOT_SUPPORTED for some shapes): that problem runs unfused from then on.
     const cublasStatus_t status = plan.found ? run(plan, fused) : CUBLAS_STATUS_NOT_SUPPORTED;

@@ -6,8 +6,10 @@
 // scale * (A * softmax - B) in one pass from the saved log-sum-exp. Per-sample losses and weights
 // are summed by fixed blocks and then in block order (deterministic, no atomics).
 #include <algorithm>
+#include <vector>
 
 #include "core/dtype_dispatch.h"
+#include "backend/cuda/tuner.h"
 #include "core/tensor_impl.h"
 #include "kernels/cuda/rows.cuh"
 #include "dispatch/loss.h"
@@ -205,16 +207,29 @@ T* optional_ptr(const Tensor& t) {
 template <typename T, bool kSmooth>
 void cross_entropy_stats(double* sample_loss, opmath_t<T>* lse, const T* x, const int64_t* target, const T* w,
                          int64_t n, int64_t classes, int64_t inner, int64_t ignore_index, double smoothing,
-                         cudaStream_t stream) {
+                         const detail::KernelScope& scope) {
   if (inner > 1) {
     const ColumnLaunch l(n, inner);
-    cross_entropy_columns_kernel<T, kSmooth><<<l.grid, l.block, 0, stream>>>(sample_loss, lse, x, target, w, n, classes,
-                                                                             inner, l.tiles, ignore_index, smoothing);
+    cross_entropy_columns_kernel<T, kSmooth><<<l.grid, l.block, 0, scope.stream()>>>(
+        sample_loss, lse, x, target, w, n, classes, inner, l.tiles, ignore_index, smoothing);
   } else {
-    const RowLaunch l(n, stream_lanes<T>(classes));
-    cross_entropy_rows_kernel<T, kSmooth><<<l.grid, l.block, 0, stream>>>(sample_loss, lse, x, target, w, n, classes,
-                                                                          l.lanes, rows_vectorizable<T>(classes, x, w),
-                                                                          ignore_index, smoothing);
+    // Lanes per row: the built-in stream_lanes first, then the tuner's other candidates.
+    std::vector<int> lanes{stream_lanes<T>(classes)};
+    for (int l : {32, 64, 128, 256, 512})
+      if (std::find(lanes.begin(), lanes.end(), l) == lanes.end()) lanes.push_back(l);
+    const bool vec = rows_vectorizable<T>(classes, x, w);
+    const auto launch = [&](int lanes_per_row) {
+      const RowLaunch l(n, lanes_per_row);
+      cross_entropy_rows_kernel<T, kSmooth><<<l.grid, l.block, 0, scope.stream()>>>(
+          sample_loss, lse, x, target, w, n, classes, l.lanes, vec, ignore_index, smoothing);
+    };
+    const char* kernel = kSmooth ? "cross_entropy_rows_smooth" : "cross_entropy_rows";
+    const int choice = detail::tuned_choice(scope.device(), scope.stream(), kernel, row_shape_class<T>(n, classes),
+                                            static_cast<int>(lanes.size()), 0, [&](int c) {
+                                              launch(lanes[c]);
+                                              return true;
+                                            });
+    launch(lanes[choice]);
   }
   RTX_CUDA_CHECK_LAUNCH();
 }
@@ -233,7 +248,7 @@ void cross_entropy_cuda(const Tensor& out, const Tensor& lse, const Tensor& tota
     if (samples > 0) {
       auto stats = smoothing > 0.0 ? cross_entropy_stats<T, true> : cross_entropy_stats<T, false>;
       stats(sample_loss, lse.data_ptr<opmath_t<T>>(), logits.data_ptr<T>(), t, w, n, classes, inner, ignore_index,
-            smoothing, scope.stream());
+            smoothing, scope);
     }
     reduce_class_loss<opmath_t<T>>(out, total_weight, samples, reduction,
                                    StoredLoss<T>{sample_loss, t, w, ignore_index, classes}, scope.stream());

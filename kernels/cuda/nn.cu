@@ -9,8 +9,10 @@
 // along inner. The embedding backward sorts (index, position) keys and sums each weight row's
 // gradient rows in position order: no atomics, the same result on every run.
 #include <algorithm>
+#include <vector>
 
 #include "backend/cuda/device_faults.cuh"
+#include "backend/cuda/tuner.h"
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
 #include "kernels/cuda/rows.cuh"
@@ -178,12 +180,21 @@ void softmax_cuda(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, 
       return;
     }
     const bool vec = rows_vectorizable<T>(n, o, xp);
-    const RegisterRows<T, 1> rr(n);
-    if (rr.fits) {
-      const RowLaunch l(outer, rr.lanes);
-      with_fragments(rr, n, vec, [&](auto p, auto tiled) {
-        softmax_rows_kernel<T, p, tiled><<<l.grid, l.block, 0, scope.stream()>>>(o, xp, outer, n, l.lanes, vec, log);
-      });
+    const std::vector<RegisterRows<T, 1>> holds = register_rows_spreads<T, 1>(n, kDefaultSpread);
+    if (!holds.empty()) {
+      const auto launch = [&](const RegisterRows<T, 1>& rr) {
+        const RowLaunch l(outer, rr.lanes);
+        with_fragments(rr, n, vec, [&](auto p, auto tiled) {
+          softmax_rows_kernel<T, p, tiled><<<l.grid, l.block, 0, scope.stream()>>>(o, xp, outer, n, l.lanes, vec, log);
+        });
+      };
+      const int choice = detail::tuned_choice(scope.device(), scope.stream(), log ? "log_softmax_rows" : "softmax_rows",
+                                              row_shape_class<T>(outer, n), static_cast<int>(holds.size()), 0,
+                                              [&](int c) {
+                                                launch(holds[c]);
+                                                return true;
+                                              });
+      launch(holds[choice]);
     } else {
       const RowLaunch l(outer, stream_lanes<T>(n));
       softmax_stream_kernel<T><<<l.grid, l.block, 0, scope.stream()>>>(o, xp, outer, n, l.lanes, vec, log);

@@ -8,8 +8,10 @@
 // block of its own, that block also sums its rows' columns while it holds them (no second read of
 // g and x); otherwise a column kernel reads them again.
 #include <algorithm>
+#include <vector>
 
 #include "core/dtype_dispatch.h"
+#include "backend/cuda/tuner.h"
 #include "core/tensor_impl.h"
 #include "kernels/cuda/rows.cuh"
 #include "dispatch/norm.h"
@@ -40,7 +42,8 @@ __device__ __forceinline__ void load_param_piece(const T* p, int j, int n, bool 
 }
 
 // Bounded to two blocks of kMaxRowBlock threads per multiprocessor (64 registers), so that a second
-// row streams in while one is reduced; rows are held with spread kLayerNormSpread (fewer, fuller lanes).
+// row streams in while one is reduced; rows are held with spread kLayerNormSpread (fewer, fuller lanes)
+// unless the tuner finds another spread faster for the shape.
 constexpr int kLayerNormSpread = 2;
 template <typename T, int P, bool kTiled>
 __global__ void __launch_bounds__(kMaxRowBlock, 2)
@@ -286,13 +289,21 @@ void layer_norm_cuda(const Tensor& out, const Tensor& mean, const Tensor& rstd, 
     const T* w = optional_ptr<T>(weight);
     const T* b = optional_ptr<T>(bias);
     const bool vec = rows_vectorizable<T>(n, o, xp, w, b);
-    const RegisterRows<T, 1> rr(n, kLayerNormSpread);
-    if (rr.fits) {
-      const RowLaunch l(m, rr.lanes);
-      with_fragments(rr, n, vec, [&](auto p, auto tiled) {
-        layer_norm_rows_kernel<T, p, tiled><<<l.grid, l.block, 0, scope.stream()>>>(o, mp, rp, xp, w, b, m, n, l.lanes,
-                                                                                   vec, static_cast<acc_t>(eps));
-      });
+    const std::vector<RegisterRows<T, 1>> holds = register_rows_spreads<T, 1>(n, kLayerNormSpread);
+    if (!holds.empty()) {
+      const auto launch = [&](const RegisterRows<T, 1>& rr) {
+        const RowLaunch l(m, rr.lanes);
+        with_fragments(rr, n, vec, [&](auto p, auto tiled) {
+          layer_norm_rows_kernel<T, p, tiled><<<l.grid, l.block, 0, scope.stream()>>>(
+              o, mp, rp, xp, w, b, m, n, l.lanes, vec, static_cast<acc_t>(eps));
+        });
+      };
+      const int choice = detail::tuned_choice(scope.device(), scope.stream(), "layer_norm_rows",
+                                              row_shape_class<T>(m, n), static_cast<int>(holds.size()), 0, [&](int c) {
+                                                launch(holds[c]);
+                                                return true;
+                                              });
+      launch(holds[choice]);
     } else {
       const RowLaunch l(m, stream_lanes<T>(n));
       layer_norm_stream_kernel<T>

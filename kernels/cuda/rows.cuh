@@ -11,9 +11,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/common/opmath.h"
+#include "rtx/dtype.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/pointwise.cuh"
 
@@ -87,6 +90,8 @@ int stream_lanes(int64_t n) {
 // (kMaxPieces / spread each, more only for the longest rows) so that register use stays moderate and
 // several blocks fit an SM; a kernel whose register budget is bounded by its launch can take a
 // smaller spread. fits is false for rows too long to hold.
+// The spread a row kernel holds its rows with unless it says otherwise (or the tuner finds better).
+constexpr int kDefaultSpread = 4;
 template <typename T, int kFragments>
 struct RegisterRows {
   static constexpr int kMaxPieces =
@@ -94,7 +99,7 @@ struct RegisterRows {
   int lanes = 1;
   int pieces = 1;
   bool fits = false;
-  explicit RegisterRows(int64_t n, int spread = 4) {
+  explicit RegisterRows(int64_t n, int spread = kDefaultSpread) {
     const int64_t nv = std::max<int64_t>(1, ceil_div(n, kVecOf<T>));
     const int64_t share = std::max(1, kMaxPieces / spread);
     const int64_t l = nv <= kWarpSize * share
@@ -106,6 +111,29 @@ struct RegisterRows {
     fits = p <= kMaxPieces;
   }
 };
+
+// The distinct ways of holding rows of n elements over the spreads 1 to 8, the built-in `spread`'s
+// first: a row kernel's candidates for the tuner (backend/cuda/tuner.h). Empty when rows do not fit.
+template <typename T, int kFragments>
+std::vector<RegisterRows<T, kFragments>> register_rows_spreads(int64_t n, int spread) {
+  std::vector<RegisterRows<T, kFragments>> holds;
+  for (int s : {spread, 1, 2, 4, 8}) {
+    const RegisterRows<T, kFragments> rr(n, s);
+    const bool seen = std::any_of(holds.begin(), holds.end(), [&](const RegisterRows<T, kFragments>& h) {
+      return h.lanes == rr.lanes && h.pieces == rr.pieces;
+    });
+    if (rr.fits && !seen) holds.push_back(rr);
+  }
+  return holds;
+}
+
+// A row kernel's shape class for the tuner: the dtype, the row length and the rows rounded up to a
+// power of two.
+template <typename T>
+std::string row_shape_class(int64_t rows, int64_t n) {
+  return std::string(dtype_name(dtype_of_v<T>)) + " n=" + std::to_string(n) +
+         " rows<=" + std::to_string(pow2_ceil(rows));
+}
 
 // f(std::integral_constant<int, P>{}, std::bool_constant<kTiled>{}) for the rows of n elements that
 // rr holds: P = rr.pieces, and kTiled when the rows are vectorized and exactly rr.lanes * P whole

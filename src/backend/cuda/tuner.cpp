@@ -1,0 +1,134 @@
+// Kernel auto-tuning on the GPU (backend/cuda/tuner.h): the device model's key, and the timing of a
+// kernel's candidates with CUDA events on the caller's stream.
+#include "backend/cuda/tuner.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "backend/cuda/capture.h"
+#include "core/logging.h"
+#include "core/tuning.h"
+
+namespace rtx::cuda::detail {
+namespace {
+
+// A candidate is timed over enough launches for about this many microseconds (2 to 20 launches),
+// after one launch that warms it up; a shape class whose built-in launch takes longer than
+// kLongestTrialUs keeps the built-in choice untimed (the trials would cost more than they save).
+constexpr double kTrialUs = 1000.0;
+constexpr double kLongestTrialUs = 50000.0;
+constexpr int kMinReps = 2, kMaxReps = 20;
+
+// Two events on the stream, destroyed with the scope.
+class EventPair {
+ public:
+  EventPair() {
+    RTX_CUDA_CHECK(cudaEventCreate(&start_));
+    RTX_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~EventPair() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+  cudaEvent_t start() const { return start_; }
+  cudaEvent_t stop() const { return stop_; }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+// Microseconds per launch of candidate c over reps launches after a warm-up one, or nullopt when the
+// candidate cannot run (launch says so, or the launch itself fails).
+std::optional<double> time_candidate(cudaStream_t stream, const EventPair& events, int c, int reps,
+                                     const std::function<bool(int)>& launch) {
+  const auto run = [&] {
+    if (!launch(c)) return false;
+    const cudaError_t err = cudaGetLastError();  // a launch error of this candidate only (not sticky)
+    return err == cudaSuccess;
+  };
+  if (!run()) return std::nullopt;
+  RTX_CUDA_CHECK(cudaEventRecord(events.start(), stream));
+  for (int i = 0; i < reps; ++i)
+    if (!run()) return std::nullopt;
+  RTX_CUDA_CHECK(cudaEventRecord(events.stop(), stream));
+  RTX_CUDA_CHECK(cudaEventSynchronize(events.stop()));
+  float ms = 0;
+  RTX_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start(), events.stop()));
+  return 1000.0 * ms / reps;
+}
+
+}  // namespace
+
+const std::string& device_model(int device) {
+  static std::mutex mutex;
+  static auto* models = new std::map<int, std::string>();
+  std::lock_guard<std::mutex> lock(mutex);
+  std::string& m = (*models)[device];
+  if (m.empty()) {
+    cudaDeviceProp p{};
+    RTX_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+    m = fmt::format("{} sm{}{} {}sm", p.name, p.major, p.minor, p.multiProcessorCount);
+  }
+  return m;
+}
+
+int tuned_choice(int device, cudaStream_t stream, const std::string& kernel, const std::string& shape_class,
+                 int candidates, int fallback, const std::function<bool(int)>& launch) {
+  if (candidates <= 1 || !rtx::detail::tuning_enabled()) return fallback;
+  rtx::detail::TuneCache& cache = rtx::detail::tune_cache_for(device_model(device));
+  if (auto hit = cache.find(kernel, shape_class); hit && hit->choice < candidates) return hit->choice;
+  // No waiting for the device inside a capture: the built-in choice, kept for the rest of the process
+  // so that eager calls compute what the graph's replays do.
+  {
+    static std::mutex mutex;
+    static auto* untuned = new std::set<std::array<std::string, 3>>();
+    std::lock_guard<std::mutex> lock(mutex);
+    const std::array<std::string, 3> key{device_model(device), kernel, shape_class};
+    if (untuned->count(key) != 0) return fallback;
+    if (any_capture_active()) {
+      untuned->insert(key);
+      return fallback;
+    }
+  }
+
+  const uint64_t launches = t_kernel_launches;
+  EventPair events;
+  // One launch of the first candidate that runs, the built-in one first, sizes the trials.
+  std::optional<double> probe;
+  int probe_choice = fallback;
+  for (int i = 0; i < candidates && !probe; ++i) {
+    probe_choice = i == 0 ? fallback : (i <= fallback ? i - 1 : i);
+    probe = time_candidate(stream, events, probe_choice, 1, launch);
+  }
+  rtx::detail::TuneRecord record{probe_choice, probe.value_or(0), 0};
+  if (probe && *probe <= kLongestTrialUs) {
+    const int reps = std::clamp(static_cast<int>(std::ceil(kTrialUs / std::max(*probe, 1.0))), kMinReps, kMaxReps);
+    record.best_us = INFINITY;
+    for (int c = 0; c < candidates; ++c) {
+      const std::optional<double> t = time_candidate(stream, events, c, reps, launch);
+      if (t && c == fallback) record.default_us = *t;
+      if (t && *t < record.best_us) {
+        record.choice = c;
+        record.best_us = *t;
+      }
+    }
+  }
+  t_kernel_launches = launches;
+  if (!probe || std::isinf(record.best_us)) return fallback;  // nothing ran: measured again next time
+  cache.store(kernel, shape_class, record);
+  RTX_LOG_INFO("tuned {} [{}]: candidate {} of {} ({:.1f} us; built-in {}: {:.1f} us)", kernel, shape_class,
+               record.choice, candidates, record.best_us, fallback, record.default_us);
+  return record.choice;
+}
+
+}  // namespace rtx::cuda::detail

@@ -1,0 +1,154 @@
+// The kernel tuning cache (core/tuning.h): the RTX_TUNE switch, where the files live, and the
+// tab-separated file of one GPU model's choices.
+#include "core/tuning.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/logging.h"
+#include "rtx/data.h"
+#include "rtx/error.h"
+
+namespace rtx::detail {
+namespace {
+
+constexpr const char* kHeader =
+    "# rustytorch kernel tuning cache, one GPU model: kernel, shape class, chosen candidate, its time (us), "
+    "the built-in choice's time (us)";
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+// mkdir -p: false when some component cannot be made.
+bool make_directories(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i < path.size() && path[i] != '/') continue;
+    const std::string prefix = path.substr(0, i);
+    if (::mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST) return false;
+  }
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// A record line's fields, or nullopt when it is not one.
+std::optional<std::pair<std::pair<std::string, std::string>, TuneRecord>> parse_line(const std::string& line) {
+  std::vector<std::string> fields;
+  std::stringstream in(line);
+  for (std::string f; std::getline(in, f, '\t');) fields.push_back(f);
+  if (fields.size() != 5 || fields[0].empty() || fields[1].empty()) return std::nullopt;
+  TuneRecord r;
+  char* end = nullptr;
+  errno = 0;
+  const long choice = std::strtol(fields[2].c_str(), &end, 10);
+  if (errno != 0 || end == fields[2].c_str() || *end != '\0' || choice < 0 || choice > 1 << 20) return std::nullopt;
+  r.choice = static_cast<int>(choice);
+  for (auto [text, value] : {std::pair{&fields[3], &r.best_us}, std::pair{&fields[4], &r.default_us}}) {
+    *value = std::strtod(text->c_str(), &end);
+    if (end == text->c_str() || *end != '\0') return std::nullopt;
+  }
+  return std::pair{std::pair{fields[0], fields[1]}, r};
+}
+
+}  // namespace
+
+bool tuning_enabled() {
+  static const bool enabled = [] {
+    const std::string v = env_or_empty("RTX_TUNE");
+    if (v.empty() || v == "1") return true;
+    if (v == "0") return false;
+    logger().warn("RTX_TUNE='{}' is neither 0 nor 1; kernels tune (RTX_TUNE=1)", v);
+    return true;
+  }();
+  return enabled;
+}
+
+std::string tune_cache_directory() {
+  if (std::string dir = env_or_empty("RTX_TUNE_CACHE"); !dir.empty()) return dir;
+  if (std::string xdg = env_or_empty("XDG_CACHE_HOME"); !xdg.empty()) return xdg + "/rustytorch";
+  if (std::string home = env_or_empty("HOME"); !home.empty()) return home + "/.cache/rustytorch";
+  return {};
+}
+
+std::string tune_cache_path(const std::string& model) {
+  const std::string dir = tune_cache_directory();
+  if (dir.empty()) return {};
+  std::string name = model;
+  for (char& c : name) {
+    const bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+                       c == '_' || c == '-';
+    if (!plain) c = '_';
+  }
+  return dir + "/tune-" + name + ".tsv";
+}
+
+TuneCache::TuneCache(std::string path) : path_(std::move(path)) { read_into(records_, true); }
+
+void TuneCache::read_into(std::map<Key, TuneRecord>& records, bool warn) const {
+  if (path_.empty()) return;
+  std::ifstream in(path_);
+  if (!in) return;  // no file yet
+  int bad = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    if (auto parsed = parse_line(line)) records.insert_or_assign(parsed->first, parsed->second);
+    else ++bad;
+  }
+  if (bad > 0 && warn)
+    logger().warn("kernel tuning cache {}: skipped {} malformed line(s); they will be measured again", path_, bad);
+}
+
+std::optional<TuneRecord> TuneCache::find(const std::string& kernel, const std::string& shape_class) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = records_.find({kernel, shape_class});
+  if (it == records_.end()) return std::nullopt;
+  return it->second;
+}
+
+void TuneCache::store(const std::string& kernel, const std::string& shape_class, const TuneRecord& record) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  records_.insert_or_assign(Key{kernel, shape_class}, record);
+  if (path_.empty()) return;
+  // What other processes stored since, then ours on top.
+  std::map<Key, TuneRecord> merged;
+  read_into(merged, false);
+  for (const auto& [key, r] : records_) merged.insert_or_assign(key, r);
+  std::string text = std::string(kHeader) + "\n";
+  for (const auto& [key, r] : merged)
+    text += fmt::format("{}\t{}\t{}\t{:.3f}\t{:.3f}\n", key.first, key.second, r.choice, r.best_us, r.default_us);
+  const size_t slash = path_.find_last_of('/');
+  try {
+    if (slash != std::string::npos && slash > 0 && !make_directories(path_.substr(0, slash)))
+      throw CheckpointError(
+          fmt::format("cannot create the directory {}: {}", path_.substr(0, slash), std::strerror(errno)));
+    rtx::data::AtomicFile file(path_, "kernel tuning cache");
+    file.write(text);
+    file.commit();
+  } catch (const Error& e) {
+    if (!warned_)
+      logger().warn("kernel tuning cache not saved ({}); choices are kept for this process. Set RTX_TUNE_CACHE to a "
+                    "writable directory, or RTX_TUNE=0", e.what());
+    warned_ = true;
+  }
+}
+
+TuneCache& tune_cache_for(const std::string& model) {
+  static std::mutex mutex;
+  static auto* caches = new std::map<std::string, std::unique_ptr<TuneCache>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<TuneCache>& c = (*caches)[model];
+  if (!c) c = std::make_unique<TuneCache>(tune_cache_path(model));
+  return *c;
+}
+
+}  // namespace rtx::detail
