@@ -3,8 +3,8 @@
 // forward and backward, softmax and log_softmax along the last and an inner dim, cross-entropy with
 // and without class weights, label smoothing and ignored targets, causal attention on the CPU, layer
 // and batch norm, max pooling and sums over rows (a linear layer's bias gradient), in float32 and
-// bfloat16, the Adam update (its branch-free loop and the general one) and random draws. Skips where
-// the CPU has only the baseline.
+// bfloat16, the Adam and SGD updates (their branch-free loops and the general ones) and random draws.
+// Skips where the CPU has only the baseline.
 #include <functional>
 #include <string>
 #include <vector>
@@ -154,6 +154,43 @@ TEST(VectorIsaTest, AdamStepsGiveTheBaselinesBits) {
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_TRUE(same_bytes(got[i].detach(), base[i].detach()))
           << "amsgrad " << options.amsgrad << " weight decay " << options.weight_decay << ", parameter " << i;
+  }
+}
+
+// The parameters after three SGD steps (the first makes the momentum buffers) on gradients that differ
+// per step.
+TensorList sgd_steps(const optim::SgdOptions& options) {
+  manual_seed(5);
+  TensorList params{randn({1000}), randn({37, 5})};
+  for (Tensor& p : params) p.requires_grad_();
+  optim::SGD opt(params, options);
+  for (int step = 0; step < 3; ++step) {
+    opt.zero_grad();
+    Tensor loss = zeros({});
+    for (const Tensor& p : params) loss = loss + (p * randn(p.sizes())).sum() + (p * p).sum();
+    loss.backward();
+    opt.step();
+  }
+  return params;
+}
+
+TEST(VectorIsaTest, SgdStepsGiveTheBaselinesBits) {
+  if (cpu::cpu_vector_isa() == VectorIsa::kBaseline) GTEST_SKIP() << "this CPU has only the baseline vector ISA";
+  std::vector<optim::SgdOptions> cases(5);
+  cases[0].lr = 0.1;  // plain
+  cases[1].momentum = 0.9;
+  cases[2].momentum = 0.9, cases[2].nesterov = true, cases[2].weight_decay = 0.01;
+  cases[3].momentum = 0.8, cases[3].dampening = 0.1, cases[3].maximize = true;
+  cases[4].weight_decay = 0.1, cases[4].maximize = true;  // decay without momentum
+  for (size_t c = 0; c < cases.size(); ++c) {
+    TensorList base;
+    {
+      VectorIsaGuard guard(VectorIsa::kBaseline);
+      base = sgd_steps(cases[c]);
+    }
+    const TensorList got = sgd_steps(cases[c]);
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(same_bytes(got[i].detach(), base[i].detach())) << "case " << c << ", parameter " << i;
   }
 }
 

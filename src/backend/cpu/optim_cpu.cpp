@@ -1,6 +1,7 @@
 // CPU kernels of the fused optimizer updates (kernels/common/adam_step.h, sgd_step.h): the tensors one
 // after the other, each split over threads by element ranges. Adam without master weights, AMSGrad or
-// a gradient scale runs a branch-free loop, also built for AVX2 and AVX-512 (vector_isa.h).
+// a gradient scale, and SGD without master weights or a gradient scale, run branch-free loops, also
+// built for AVX2 and AVX-512 (vector_isa.h).
 #include <type_traits>
 
 #include "backend/cpu/parallel.h"
@@ -53,6 +54,47 @@ void plain_adam_steps(const kernels::AdamPointers<T, S>& p, const kernels::AdamS
     with_decay(No{});
 }
 
+// SGD without master weights or a gradient scale over elements [0, n), its flags constants of the loop
+// as in plain_adam_steps.
+template <typename T, typename S>
+void plain_sgd_steps(const kernels::SgdPointers<T, S>& p, const kernels::SgdStep& step, int64_t n) {
+  const auto run = [&](auto maximize, auto decay, auto momentum, auto first, auto nesterov) {
+    kernels::SgdStep s = step;
+    s.maximize = decltype(maximize)::value;
+    s.first = decltype(first)::value;
+    s.nesterov = decltype(nesterov)::value;
+    if constexpr (!decltype(decay)::value) s.weight_decay = 0;
+    parallel_for(n, kGrainSize, [&](int64_t b, int64_t e) {
+      with_vector_isa([&] {
+        const kernels::SgdPointers<T, S> plain{p.param, p.grad, nullptr,
+                                               decltype(momentum)::value ? p.momentum_buffer : nullptr};
+        const kernels::SgdStep local = s;  // in registers: the loop's stores cannot alias it
+        for (int64_t k = b; k < e; ++k) kernels::sgd_step_element(plain, k, local, nullptr);
+      });
+    });
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
+  const auto with_momentum = [&](auto maximize, auto decay) {
+    if (p.momentum_buffer == nullptr)
+      run(maximize, decay, No{}, No{}, No{});
+    else if (step.first)
+      step.nesterov ? run(maximize, decay, Yes{}, Yes{}, Yes{}) : run(maximize, decay, Yes{}, Yes{}, No{});
+    else
+      step.nesterov ? run(maximize, decay, Yes{}, No{}, Yes{}) : run(maximize, decay, Yes{}, No{}, No{});
+  };
+  const auto with_decay = [&](auto maximize) {
+    if (step.weight_decay == 0)
+      with_momentum(maximize, No{});
+    else
+      with_momentum(maximize, Yes{});
+  };
+  if (step.maximize)
+    with_decay(Yes{});
+  else
+    with_decay(No{});
+}
+
 void adam_multi_step_cpu(const kernels::AdamTensors& t, const kernels::AdamStep& step,
                          const kernels::StepScalars& scalars) {
   if (skipped(scalars)) return;
@@ -94,6 +136,10 @@ void sgd_multi_step_cpu(const kernels::SgdTensors& t, const kernels::SgdStep& st
     for (size_t i = 0; i < t.params.size(); ++i) {
       const kernels::SgdPointers<T, S> p{t.params[i].data_ptr<T>(), t.grads[i].data_ptr<T>(),
                                          optional_ptr<S>(t.masters, i), optional_ptr<S>(t.momentum_buffers, i)};
+      if (p.master == nullptr && scalars.grad_scale == nullptr) {
+        plain_sgd_steps(p, s, t.params[i].numel());
+        continue;
+      }
       parallel_for(t.params[i].numel(), kGrainSize, [&](int64_t b, int64_t e) {
         for (int64_t k = b; k < e; ++k) kernels::sgd_step_element(p, k, s, scalars.grad_scale);
       });
