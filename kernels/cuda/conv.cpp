@@ -1,6 +1,8 @@
 // CUDA convolution kernels through cuDNN's convolution API: the forward, input-gradient and
-// weight-gradient convolutions of NCHW tensors. cuDNN's heuristics choose the algorithm (never timing,
-// so a problem runs the same algorithm every time), cached per problem; the workspace is a temporary
+// weight-gradient convolutions of NCHW tensors. cuDNN's heuristics offer the algorithms and the tuner
+// (backend/cuda/tuner.h) times them once per GPU model and problem, as cudnn.benchmark does, but kept
+// in the tuning cache so that a problem runs the same algorithm every time; the plan is cached per
+// problem; the workspace is a temporary
 // tensor from the caching allocator. float32 runs in exact float32 (FMA math: cuDNN's default math
 // would allow TF32) unless the float32 matmul precision allows TF32; float16/bfloat16 accumulate in
 // float32; deterministic mode takes deterministic algorithms only. The bias is copied into the output
@@ -19,12 +21,18 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "backend/cuda/plan_cache.h"
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/tuner.h"
 #include "core/tensor_impl.h"
 #include "kernels/cuda/copy.h"
 #include "rtx/settings.h"
@@ -302,6 +310,49 @@ void convolve(cudnnHandle_t h, const Descriptors& d, const ConvPlan& plan, const
   }
 }
 
+// Candidates whose workspace exceeds both this and the heuristic's first choice's are not timed.
+constexpr size_t kTrialWorkspaceBytes = size_t{64} << 20;
+
+// One tuning trial of candidate c: the outputs written from the inputs alone (beta = 0). False when
+// its workspace cannot be had or cuDNN turns it down.
+template <typename Dir>
+bool trial(cudnnHandle_t h, const Descriptors& d, const Candidate& c, const Buffers& b, DType dtype, Device device) {
+  Tensor ws;
+  if (c.workspace > 0) {
+    try {
+      ws = rtx::detail::make_tensor({static_cast<int64_t>(c.workspace)}, kUInt8, device);
+    } catch (const OutOfMemoryError&) {
+      return false;
+    }
+  }
+  const double one = 1.0, zero = 0.0;
+  const float one_f = 1.0f, zero_f = 0.0f;
+  const bool dbl = dtype == kFloat64;
+  RTX_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
+  return Dir::run(h, d, static_cast<typename Dir::Algo>(c.algo), ws.defined() ? ws.data_ptr() : nullptr, c.workspace,
+                  dbl ? static_cast<const void*>(&one) : &one_f, dbl ? static_cast<const void*>(&zero) : &zero_f,
+                  b) == CUDNN_STATUS_SUCCESS;
+}
+
+// The tuner's candidate for plan: the heuristic's order with the fastest first.
+template <typename Dir, typename Key>
+ConvPlan tuned_plan(ConvPlan plan, cudnnHandle_t h, const Descriptors& d, const Buffers& b, DType dtype, Device device,
+                    cudaStream_t stream, const Key& key, bool& tried) {
+  if (plan.size() < 2) return plan;
+  const size_t budget = std::max(kTrialWorkspaceBytes, plan[0].workspace);
+  static const std::string kernel = fmt::format("cudnn{}_{}", cudnnGetVersion(), Dir::kOp);
+  // The key after its direction and device, in its order.
+  const std::string shape_class = fmt::format("{}", fmt::join(key.begin() + 2, key.end(), ","));
+  const int choice = detail::tuned_choice(device.index, stream, kernel, shape_class, static_cast<int>(plan.size()), 0,
+                                          [&](int c) {
+                                            tried = true;
+                                            return plan[c].workspace <= budget &&
+                                                   trial<Dir>(h, d, plan[c], b, dtype, device);
+                                          });
+  std::rotate(plan.begin(), plan.begin() + choice, plan.begin() + choice + 1);
+  return plan;
+}
+
 // Images per cuDNN call: as many as keep x and y of the call under 2^31 elements.
 int64_t images_per_call(const ConvShape& s) {
   const int64_t per_image = std::max<int64_t>({s.c * s.h * s.w, s.o * s.oh * s.ow, 1});
@@ -318,10 +369,11 @@ struct Scale {
 
 // Runs direction Dir over the images of x [n, c, h, w] and y [n, o, oh, ow] with weight w, in chunks of
 // images; beta is the first chunk's, and later chunks accumulate into w when accumulate (the weight
-// gradient sums over images).
+// gradient sums over images). A problem's first chunk may time the algorithms, which overwrites the
+// output: refill (if any) then writes what beta = 1 adds onto again.
 template <typename Dir>
 void run(const ConvShape& s, const Conv2dParams& p, DType dtype, Device device, char* x, char* w, char* y,
-         double beta, bool accumulate) {
+         double beta, bool accumulate, const std::function<void()>& refill = {}) {
   detail::KernelScope scope(device);
   HandleLease handle(device.index, scope.stream());
   const cudnnMathType_t math = math_type(dtype);
@@ -336,13 +388,18 @@ void run(const ConvShape& s, const Conv2dParams& p, DType dtype, Device device, 
         s.w,          s.o,          s.kh,                        s.kw,          p.stride[0],   p.stride[1],
         p.padding[0], p.padding[1], p.dilation[0],               p.dilation[1], p.groups,      static_cast<int64_t>(math),
         deterministic};
-    const ConvPlan plan =
-        conv_plans().get(key, [&] { return choose_algorithms<Dir>(handle.get(), d, math, deterministic); });
+    const Buffers b{x + n0 * s.c * s.h * s.w * es, w, y + n0 * s.o * s.oh * s.ow * es};
+    bool tried = false;
+    const ConvPlan plan = conv_plans().get(key, [&] {
+      ConvPlan first = choose_algorithms<Dir>(handle.get(), d, math, deterministic);
+      if (n0 > 0) return first;  // trials would overwrite what earlier chunks wrote
+      return tuned_plan<Dir>(std::move(first), handle.get(), d, b, dtype, device, scope.stream(), key, tried);
+    });
+    if (tried && refill) refill();
     RTX_CHECK(!plan.empty(), Error,
               "[{}] cuDNN offers no {}algorithm for input [{}, {}, {}, {}] and weight [{}, {}, {}, {}]",
               Dir::kOp, deterministic ? "deterministic " : "", images, s.c, s.h, s.w, s.o, s.c / p.groups, s.kh, s.kw);
     const Scale scale(n0 > 0 && accumulate ? 1.0 : beta);
-    const Buffers b{x + n0 * s.c * s.h * s.w * es, w, y + n0 * s.o * s.oh * s.ow * es};
     convolve<Dir>(handle.get(), d, plan, b, one.ptr(dtype), scale.ptr(dtype), device);
   }
 }
@@ -352,13 +409,16 @@ char* bytes(const Tensor& t) { return static_cast<char*>(t.data_ptr()); }
 void conv2d_cuda(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   const ConvShape s = shape_of(x.sizes(), weight.sizes(), out.sizes());
   // The bias goes in first and the convolution adds onto it.
-  if (bias.defined())
+  const auto prefill = [&] {
     copy_cuda(out, rtx::detail::make_view(bias, out.sizes(), {0, bias.stride(0), 0, 0}, bias.storage_offset()));
+  };
+  if (bias.defined()) prefill();
   if (weight.numel() == 0) {  // no input channels or an empty kernel: the bias alone
     if (!bias.defined()) fill_cuda(out, 0);
     return;
   }
-  run<Forward>(s, p, out.dtype(), out.device(), bytes(x), bytes(weight), bytes(out), bias.defined() ? 1.0 : 0.0, false);
+  run<Forward>(s, p, out.dtype(), out.device(), bytes(x), bytes(weight), bytes(out), bias.defined() ? 1.0 : 0.0, false,
+               bias.defined() ? std::function<void()>(prefill) : std::function<void()>());
 }
 
 void conv2d_backward_input_cuda(const Tensor& grad_x, const Tensor& grad_out, const Tensor& weight,

@@ -1,5 +1,5 @@
-"""Kernel auto-tuning on the GPU as a user meets it: the first process measures the products and
-layer norms of a small model step and writes the GPU model's tuning cache under RTX_TUNE_CACHE; the
+"""Kernel auto-tuning on the GPU as a user meets it: the first process measures the products,
+layer norms and convolutions (one with a bias, which the trials overwrite) of a small model step and writes the GPU model's tuning cache under RTX_TUNE_CACHE; the
 next starts from that file (measures nothing, gives the same bits); RTX_TUNE=0 uses the built-in
 choices and leaves the file alone; a damaged file is measured again. Each process is a fresh
 interpreter, since the switch and the cache are read once per process."""
@@ -29,7 +29,13 @@ STEP = textwrap.dedent("""
         h = F.layer_norm(x, (768,))
         y = F.linear(F.gelu(F.linear(h, w1)), w2)
     y.float().square().mean().backward()
-    np.savez(sys.argv[1], h=h.float().detach().cpu().numpy(), y=y.float().detach().cpu().numpy(),
+    img = torch.tensor(rng.standard_normal((8, 3, 32, 32)).astype(np.float32)).cuda().requires_grad_()
+    k = torch.tensor(rng.standard_normal((16, 3, 3, 3)).astype(np.float32)).cuda().requires_grad_()
+    kb = torch.tensor(rng.standard_normal(16).astype(np.float32)).cuda().requires_grad_()
+    c = F.conv2d(img, k, kb, padding=1)
+    c.square().sum().backward()
+    np.savez(sys.argv[1], c=c.detach().cpu().numpy(), gimg=img.grad.cpu().numpy(), gk=k.grad.cpu().numpy(),
+             h=h.float().detach().cpu().numpy(), y=y.float().detach().cpu().numpy(),
              gx=x.grad.cpu().numpy(), g1=w1.grad.cpu().numpy(), g2=w2.grad.cpu().numpy(),
              x=x.detach().cpu().numpy(), w1=w1.detach().cpu().numpy(), w2=w2.detach().cpu().numpy())
 """)
@@ -53,12 +59,13 @@ def cache_files(directory):
 def test_first_process_tunes_and_the_next_reuses_its_choices(tmp_path):
     cache = tmp_path / "cache"
     first, log = run_step(tmp_path, "first", RTX_TUNE_CACHE=str(cache))
-    assert "tuned cublaslt" in log and "tuned layer_norm_rows" in log, log
+    assert "tuned cublaslt" in log and "tuned layer_norm_rows" in log and "tuned cudnn" in log, log
     files = cache_files(cache)
     assert len(files) == 1, files
     text = files[0].read_text()
     kernels = {line.split("\t")[0] for line in text.splitlines() if not line.startswith("#")}
     assert any(k.startswith("cublaslt") for k in kernels) and "layer_norm_rows" in kernels, text
+    assert any(k.startswith("cudnn") and k.endswith("_conv2d") for k in kernels), text
 
     again, log = run_step(tmp_path, "again", RTX_TUNE_CACHE=str(cache))
     assert "tuned" not in log, log
