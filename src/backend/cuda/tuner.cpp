@@ -31,12 +31,12 @@ constexpr int kMinReps = 2, kMaxReps = 20;
 class EventPair {
  public:
   EventPair() {
-    RTX_CUDA_CHECK(cudaEventCreate(&start_));
-    RTX_CUDA_CHECK(cudaEventCreate(&stop_));
+    RTX_CUDA_CHECK(cudaEventCreateWithFlags(&start_, cudaEventDefault));
+    RTX_CUDA_CHECK(cudaEventCreateWithFlags(&stop_, cudaEventDefault));
   }
   ~EventPair() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
+    (void)cudaEventDestroy(start_);
+    (void)cudaEventDestroy(stop_);
   }
   EventPair(const EventPair&) = delete;
   EventPair& operator=(const EventPair&) = delete;
