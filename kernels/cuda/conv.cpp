@@ -250,6 +250,7 @@ struct Candidate {
   int algo;
   cudnnMathType_t math;
   size_t workspace;
+  bool deterministic;
 };
 // Usable algorithms of one problem, best first.
 using ConvPlan = std::vector<Candidate>;
@@ -279,7 +280,7 @@ ConvPlan choose_algorithms(cudnnHandle_t h, const Descriptors& d, cudnnMathType_
     RTX_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.get(), run_math));
     size_t bytes = 0;
     if (Dir::workspace(h, d, r.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
-    plan.push_back({static_cast<int>(r.algo), run_math, bytes});
+    plan.push_back({static_cast<int>(r.algo), run_math, bytes, r.determinism == CUDNN_DETERMINISTIC});
   }
   return plan;
 }
@@ -346,7 +347,9 @@ ConvPlan tuned_plan(ConvPlan plan, cudnnHandle_t h, const Descriptors& d, const 
   const int choice = detail::tuned_choice(device.index, stream, kernel, shape_class, static_cast<int>(plan.size()), 0,
                                           [&](int c) {
                                             tried = true;
-                                            return plan[c].workspace <= budget &&
+                                            // never less reproducible than the heuristic's choice
+                                            const bool allowed = plan[c].deterministic || !plan[0].deterministic;
+                                            return allowed && plan[c].workspace <= budget &&
                                                    trial<Dir>(h, d, plan[c], b, dtype, device);
                                           });
   std::rotate(plan.begin(), plan.begin() + choice, plan.begin() + choice + 1);

@@ -21,6 +21,7 @@ STEP = textwrap.dedent("""
     import rustytorch as torch
     import rustytorch.nn.functional as F
 
+    torch.use_deterministic_algorithms(True)  # cuDNN's convolution gradients are not, otherwise
     rng = np.random.default_rng(0)
     x = torch.tensor(rng.standard_normal((2, 200, 768)).astype(np.float32)).cuda().requires_grad_()
     w1 = torch.tensor(rng.standard_normal((3072, 768)).astype(np.float32) * 0.02).cuda().requires_grad_()
