@@ -119,12 +119,14 @@ TEST(VectorIsaTest, EveryIsaGivesTheBaselinesBits) {
   }
 }
 
-// The parameters after three Adam steps on gradients that differ per step.
-TensorList adam_steps(const optim::AdamOptions& options) {
+// The parameters after three steps of an optimizer (Adam or SGD, with options) on gradients that
+// differ per step; the first makes the optimizer's state.
+template <typename Optimizer, typename Options>
+TensorList optimizer_steps(const Options& options) {
   manual_seed(3);
   TensorList params{randn({1000}), randn({37, 5})};
   for (Tensor& p : params) p.requires_grad_();
-  optim::Adam opt(params, options);
+  Optimizer opt(params, options);
   for (int step = 0; step < 3; ++step) {
     opt.zero_grad();
     Tensor loss = zeros({});
@@ -148,30 +150,13 @@ TEST(VectorIsaTest, AdamStepsGiveTheBaselinesBits) {
     TensorList base;
     {
       VectorIsaGuard guard(VectorIsa::kBaseline);
-      base = adam_steps(options);
+      base = optimizer_steps<optim::Adam>(options);
     }
-    const TensorList got = adam_steps(options);
+    const TensorList got = optimizer_steps<optim::Adam>(options);
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_TRUE(same_bytes(got[i].detach(), base[i].detach()))
           << "amsgrad " << options.amsgrad << " weight decay " << options.weight_decay << ", parameter " << i;
   }
-}
-
-// The parameters after three SGD steps (the first makes the momentum buffers) on gradients that differ
-// per step.
-TensorList sgd_steps(const optim::SgdOptions& options) {
-  manual_seed(5);
-  TensorList params{randn({1000}), randn({37, 5})};
-  for (Tensor& p : params) p.requires_grad_();
-  optim::SGD opt(params, options);
-  for (int step = 0; step < 3; ++step) {
-    opt.zero_grad();
-    Tensor loss = zeros({});
-    for (const Tensor& p : params) loss = loss + (p * randn(p.sizes())).sum() + (p * p).sum();
-    loss.backward();
-    opt.step();
-  }
-  return params;
 }
 
 TEST(VectorIsaTest, SgdStepsGiveTheBaselinesBits) {
@@ -186,9 +171,9 @@ TEST(VectorIsaTest, SgdStepsGiveTheBaselinesBits) {
     TensorList base;
     {
       VectorIsaGuard guard(VectorIsa::kBaseline);
-      base = sgd_steps(cases[c]);
+      base = optimizer_steps<optim::SGD>(cases[c]);
     }
-    const TensorList got = sgd_steps(cases[c]);
+    const TensorList got = optimizer_steps<optim::SGD>(cases[c]);
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_TRUE(same_bytes(got[i].detach(), base[i].detach())) << "case " << c << ", parameter " << i;
   }
