@@ -4,7 +4,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -20,6 +22,10 @@
 
 namespace rtx::detail {
 namespace {
+
+constexpr double kTrialUs = 1000.0;
+constexpr double kLongestTrialUs = 50000.0;
+constexpr int kMinReps = 2, kMaxReps = 20;
 
 constexpr const char* kHeader =
     "# rustytorch kernel tuning cache, one GPU model: kernel, shape class, chosen candidate, its time (us), "
@@ -61,6 +67,31 @@ std::optional<std::pair<std::pair<std::string, std::string>, TuneRecord>> parse_
 }
 
 }  // namespace
+
+std::optional<TuneRecord> measure_candidates(int candidates, int fallback,
+                                            const std::function<std::optional<double>(int, int)>& time) {
+  std::optional<double> probe;
+  int first = fallback;
+  for (int i = 0; i < candidates && !probe; ++i) {
+    first = i == 0 ? fallback : (i <= fallback ? i - 1 : i);  // the fallback, then the others in order
+    probe = time(first, 1);
+  }
+  if (!probe) return std::nullopt;
+  TuneRecord record{first, *probe, first == fallback ? *probe : 0};
+  if (*probe > kLongestTrialUs) return record;
+  const int reps = std::clamp(static_cast<int>(std::ceil(kTrialUs / std::max(*probe, 1.0))), kMinReps, kMaxReps);
+  record.best_us = INFINITY;
+  for (int c = 0; c < candidates; ++c) {
+    const std::optional<double> t = time(c, reps);
+    if (t && c == fallback) record.default_us = *t;
+    if (t && *t < record.best_us) {
+      record.choice = c;
+      record.best_us = *t;
+    }
+  }
+  if (std::isinf(record.best_us)) return std::nullopt;
+  return record;
+}
 
 bool tuning_enabled() {
   static const bool enabled = [] {

@@ -1,11 +1,12 @@
-// The kernel tuning cache: which of a kernel's candidate launches (a cuBLASLt algorithm, lanes per
-// row, ...) ran fastest for a shape class on a GPU model, measured once and kept in a file per model
-// so that later processes start with it. RTX_TUNE=0 turns tuning off (every kernel takes its built-in
-// choice, no file is read or written); RTX_TUNE_CACHE names the cache's directory (default
+// Kernel tuning without a device: how a kernel's candidate launches (a cuBLASLt algorithm, lanes per
+// row, ...) are measured and the fastest picked, and the cache that keeps each GPU model's choices in
+// a file so that later processes start with them. RTX_TUNE=0 turns tuning off (every kernel takes its
+// built-in choice, no file is read or written); RTX_TUNE_CACHE names the cache's directory (default
 // $XDG_CACHE_HOME/rustytorch, else ~/.cache/rustytorch). The timing itself is the backend's
 // (backend/cuda/tuner.h); this part knows nothing of devices and is tested without one.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -23,6 +24,15 @@ struct TuneRecord {
   double best_us = 0;
   double default_us = 0;
 };
+
+// Times candidates 0..candidates-1 and picks the fastest. time(c, reps) runs candidate c once to warm
+// it up, then reps times, and returns its microseconds per launch, or nullopt when c cannot run. One
+// launch of the first candidate that runs, the built-in `fallback` first, sizes the trials: each gets
+// about a millisecond of launches (2 to 20); a first candidate slower than 50 ms a launch is chosen
+// untimed against the others (their trials would cost more than they could save). nullopt when no
+// candidate runs.
+RTX_API std::optional<TuneRecord> measure_candidates(int candidates, int fallback,
+                                                     const std::function<std::optional<double>(int, int)>& time);
 
 // Whether kernels tune (RTX_TUNE: "1", the default, or "0"; anything else warns and counts as 1).
 // Read once per process.

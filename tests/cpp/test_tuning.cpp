@@ -1,5 +1,6 @@
-// The kernel tuning cache (core/tuning.h): where its files go, what survives a reload, a damaged or
-// unwritable file, and two caches of one model writing the same file.
+// Kernel tuning without a device (core/tuning.h): how candidates are timed and picked, where the
+// cache's files go, what survives a reload, a damaged or unwritable file, and two caches of one model
+// writing the same file.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -7,16 +8,80 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/tuning.h"
 
 namespace fs = std::filesystem;
+using rtx::detail::measure_candidates;
 using rtx::detail::tune_cache_path;
 using rtx::detail::TuneCache;
 using rtx::detail::TuneRecord;
 
 namespace {
+
+// A timer over fixed per-launch times (nullopt: the candidate cannot run) that records its calls.
+struct FakeTimer {
+  std::vector<std::optional<double>> us;
+  std::vector<std::pair<int, int>> calls;  // (candidate, reps)
+  std::optional<double> operator()(int c, int reps) {
+    calls.emplace_back(c, reps);
+    return us[static_cast<size_t>(c)];
+  }
+};
+
+std::optional<rtx::detail::TuneRecord> measure(FakeTimer& timer, int fallback) {
+  return measure_candidates(static_cast<int>(timer.us.size()), fallback, std::ref(timer));
+}
+
+TEST(TuningMeasureTest, TheFastestWinsAfterTheBuiltInChoiceSizesTheTrials) {
+  FakeTimer timer{{40.0, 25.0, 60.0, 31.0}, {}};
+  const auto r = measure(timer, 2);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->choice, 1);
+  EXPECT_DOUBLE_EQ(r->best_us, 25.0);
+  EXPECT_DOUBLE_EQ(r->default_us, 60.0);
+  // The probe is the built-in choice with one launch; every candidate then gets ceil(1000 / 60) = 17.
+  ASSERT_EQ(timer.calls.size(), 5u);
+  EXPECT_EQ(timer.calls[0], std::make_pair(2, 1));
+  for (int c = 0; c < 4; ++c) EXPECT_EQ(timer.calls[c + 1], std::make_pair(c, 17));
+}
+
+TEST(TuningMeasureTest, RepetitionsStayBetweenTwoAndTwenty) {
+  FakeTimer fast{{0.5, 0.4}, {}}, slow{{900.0, 800.0}, {}};
+  measure(fast, 0);
+  measure(slow, 0);
+  EXPECT_EQ(fast.calls.back().second, 20);
+  EXPECT_EQ(slow.calls.back().second, 2);
+}
+
+TEST(TuningMeasureTest, CandidatesThatCannotRunAreSkipped) {
+  FakeTimer timer{{std::nullopt, 30.0, std::nullopt, 20.0}, {}};
+  const auto r = measure(timer, 0);  // the built-in choice cannot run: the next one sizes the trials
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(timer.calls[0], std::make_pair(0, 1));
+  EXPECT_EQ(timer.calls[1], std::make_pair(1, 1));
+  EXPECT_EQ(r->choice, 3);
+  EXPECT_DOUBLE_EQ(r->default_us, 0.0);  // the built-in choice has no time
+}
+
+TEST(TuningMeasureTest, NothingThatRunsMeansNoRecord) {
+  FakeTimer timer{{std::nullopt, std::nullopt}, {}};
+  EXPECT_FALSE(measure(timer, 1).has_value());
+  EXPECT_EQ(timer.calls.size(), 2u);
+}
+
+TEST(TuningMeasureTest, AVerySlowBuiltInChoiceIsKeptUntimed) {
+  FakeTimer timer{{60000.0, 10.0}, {}};
+  const auto r = measure(timer, 0);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->choice, 0);
+  EXPECT_DOUBLE_EQ(r->best_us, 60000.0);
+  EXPECT_EQ(timer.calls.size(), 1u);  // only the probe ran
+}
 
 class TuningCacheTest : public ::testing::Test {
  protected:

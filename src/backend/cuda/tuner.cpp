@@ -2,14 +2,11 @@
 // kernel's candidates with CUDA events on the caller's stream.
 #include "backend/cuda/tuner.h"
 
-#include <algorithm>
 #include <array>
-#include <cmath>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
-#include <vector>
 
 #include <fmt/format.h>
 
@@ -19,13 +16,6 @@
 
 namespace rtx::cuda::detail {
 namespace {
-
-// A candidate is timed over enough launches for about this many microseconds (2 to 20 launches),
-// after one launch that warms it up; a shape class whose built-in launch takes longer than
-// kLongestTrialUs keeps the built-in choice untimed (the trials would cost more than they save).
-constexpr double kTrialUs = 1000.0;
-constexpr double kLongestTrialUs = 50000.0;
-constexpr int kMinReps = 2, kMaxReps = 20;
 
 // Two events on the stream, destroyed with the scope.
 class EventPair {
@@ -48,7 +38,7 @@ class EventPair {
 };
 
 // Microseconds per launch of candidate c over reps launches after a warm-up one, or nullopt when the
-// candidate cannot run (launch says so, or the launch itself fails).
+// candidate cannot run (launch says so, or the launch itself fails): measure_candidates' timer.
 std::optional<double> time_candidate(cudaStream_t stream, const EventPair& events, int c, int reps,
                                      const std::function<bool(int)>& launch) {
   const auto run = [&] {
@@ -103,28 +93,11 @@ int tuned_choice(int device, cudaStream_t stream, const std::string& kernel, con
 
   const uint64_t launches = t_kernel_launches;
   EventPair events;
-  // One launch of the first candidate that runs, the built-in one first, sizes the trials.
-  std::optional<double> probe;
-  int probe_choice = fallback;
-  for (int i = 0; i < candidates && !probe; ++i) {
-    probe_choice = i == 0 ? fallback : (i <= fallback ? i - 1 : i);
-    probe = time_candidate(stream, events, probe_choice, 1, launch);
-  }
-  rtx::detail::TuneRecord record{probe_choice, probe.value_or(0), 0};
-  if (probe && *probe <= kLongestTrialUs) {
-    const int reps = std::clamp(static_cast<int>(std::ceil(kTrialUs / std::max(*probe, 1.0))), kMinReps, kMaxReps);
-    record.best_us = INFINITY;
-    for (int c = 0; c < candidates; ++c) {
-      const std::optional<double> t = time_candidate(stream, events, c, reps, launch);
-      if (t && c == fallback) record.default_us = *t;
-      if (t && *t < record.best_us) {
-        record.choice = c;
-        record.best_us = *t;
-      }
-    }
-  }
+  const std::optional<rtx::detail::TuneRecord> measured = rtx::detail::measure_candidates(
+      candidates, fallback, [&](int c, int reps) { return time_candidate(stream, events, c, reps, launch); });
   t_kernel_launches = launches;
-  if (!probe || std::isinf(record.best_us)) return fallback;  // nothing ran: measured again next time
+  if (!measured) return fallback;  // nothing ran: measured again next time
+  const rtx::detail::TuneRecord& record = *measured;
   cache.store(kernel, shape_class, record);
   RTX_LOG_INFO("tuned {} [{}]: candidate {} of {} ({:.1f} us; built-in {}: {:.1f} us)", kernel, shape_class,
                record.choice, candidates, record.best_us, fallback, record.default_us);
