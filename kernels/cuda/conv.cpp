@@ -1,8 +1,8 @@
 // CUDA convolution kernels through cuDNN's convolution API: the forward, input-gradient and
 // weight-gradient convolutions of NCHW tensors. cuDNN's heuristics offer the algorithms and the tuner
-// (backend/cuda/tuner.h) times them once per GPU model and problem, as cudnn.benchmark does, but kept
-// in the tuning cache so that a problem runs the same algorithm every time; the plan is cached per
-// problem; the workspace is a temporary
+// (backend/cuda/tuner.h) times them once per GPU model and problem, as cudnn.benchmark does, keeping
+// the choice in its cache so that a problem runs the same algorithm every time; the plan is cached per
+// problem, and the workspace is a temporary
 // tensor from the caching allocator. float32 runs in exact float32 (FMA math: cuDNN's default math
 // would allow TF32) unless the float32 matmul precision allows TF32; float16/bfloat16 accumulate in
 // float32; deterministic mode takes deterministic algorithms only. The bias is copied into the output
@@ -285,81 +285,36 @@ ConvPlan choose_algorithms(cudnnHandle_t h, const Descriptors& d, cudnnMathType_
   return plan;
 }
 
+// Runs candidate c: its workspace from the caching allocator (OutOfMemoryError when it cannot be had),
+// its math type, the call; returns cuDNN's status.
+template <typename Dir>
+cudnnStatus_t run_candidate(cudnnHandle_t h, const Descriptors& d, const Candidate& c, const Buffers& b,
+                            const void* alpha, const void* beta, Device device) {
+  Tensor ws;
+  if (c.workspace > 0) ws = rtx::detail::make_tensor({static_cast<int64_t>(c.workspace)}, kUInt8, device);
+  RTX_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
+  return Dir::run(h, d, static_cast<typename Dir::Algo>(c.algo), ws.defined() ? ws.data_ptr() : nullptr, c.workspace,
+                  alpha, beta, b);
+}
+
 // Runs the first candidate whose workspace can be allocated and that cuDNN accepts (a later one when
 // memory runs short or cuDNN turns an offered algorithm down before launching it).
 template <typename Dir>
 void convolve(cudnnHandle_t h, const Descriptors& d, const ConvPlan& plan, const Buffers& b, const void* alpha,
               const void* beta, Device device) {
   for (size_t i = 0; i < plan.size(); ++i) {
-    const Candidate& c = plan[i];
-    Tensor ws;
-    if (c.workspace > 0) {
-      try {
-        ws = rtx::detail::make_tensor({static_cast<int64_t>(c.workspace)}, kUInt8, device);
-      } catch (const OutOfMemoryError&) {
-        if (i + 1 < plan.size()) continue;
-        throw;
-      }
+    cudnnStatus_t status;
+    try {
+      status = run_candidate<Dir>(h, d, plan[i], b, alpha, beta, device);
+    } catch (const OutOfMemoryError&) {
+      if (i + 1 < plan.size()) continue;
+      throw;
     }
-    RTX_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
-    const cudnnStatus_t status = Dir::run(h, d, static_cast<typename Dir::Algo>(c.algo),
-                                          ws.defined() ? ws.data_ptr() : nullptr, c.workspace, alpha, beta, b);
     if (status == CUDNN_STATUS_NOT_SUPPORTED && i + 1 < plan.size()) continue;
     if (status != CUDNN_STATUS_SUCCESS) throw_cudnn_error(status, Dir::kCall, __FILE__, __LINE__);
     detail::count_library_call();
     return;
   }
-}
-
-// Candidates whose workspace exceeds both this and the heuristic's first choice's are not timed.
-constexpr size_t kTrialWorkspaceBytes = size_t{64} << 20;
-
-// One tuning trial of candidate c: the outputs written from the inputs alone (beta = 0). False when
-// its workspace cannot be had or cuDNN turns it down.
-template <typename Dir>
-bool trial(cudnnHandle_t h, const Descriptors& d, const Candidate& c, const Buffers& b, DType dtype, Device device) {
-  Tensor ws;
-  if (c.workspace > 0) {
-    try {
-      ws = rtx::detail::make_tensor({static_cast<int64_t>(c.workspace)}, kUInt8, device);
-    } catch (const OutOfMemoryError&) {
-      return false;
-    }
-  }
-  const double one = 1.0, zero = 0.0;
-  const float one_f = 1.0f, zero_f = 0.0f;
-  const bool dbl = dtype == kFloat64;
-  RTX_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
-  return Dir::run(h, d, static_cast<typename Dir::Algo>(c.algo), ws.defined() ? ws.data_ptr() : nullptr, c.workspace,
-                  dbl ? static_cast<const void*>(&one) : &one_f, dbl ? static_cast<const void*>(&zero) : &zero_f,
-                  b) == CUDNN_STATUS_SUCCESS;
-}
-
-// The tuner's candidate for plan: the heuristic's order with the fastest first.
-template <typename Dir, typename Key>
-ConvPlan tuned_plan(ConvPlan plan, cudnnHandle_t h, const Descriptors& d, const Buffers& b, DType dtype, Device device,
-                    cudaStream_t stream, const Key& key, bool& tried) {
-  if (plan.size() < 2) return plan;
-  const size_t budget = std::max(kTrialWorkspaceBytes, plan[0].workspace);
-  static const std::string kernel = fmt::format("cudnn{}_{}", cudnnGetVersion(), Dir::kOp);
-  // The key after its direction and device, in its order.
-  const std::string shape_class = fmt::format("{}", fmt::join(key.begin() + 2, key.end(), ","));
-  const int choice = detail::tuned_choice(device.index, stream, kernel, shape_class, static_cast<int>(plan.size()), 0,
-                                          [&](int c) {
-                                            tried = true;
-                                            // never less reproducible than the heuristic's choice
-                                            const bool allowed = plan[c].deterministic || !plan[0].deterministic;
-                                            return allowed && plan[c].workspace <= budget &&
-                                                   trial<Dir>(h, d, plan[c], b, dtype, device);
-                                          });
-  std::rotate(plan.begin(), plan.begin() + choice, plan.begin() + choice + 1);
-  return plan;
-}
-
-// Images per cuDNN call: as many as keep x and y of the call under 2^31 elements.
-int64_t images_per_call(const ConvShape& s) {
-  const int64_t per_image = std::max<int64_t>({s.c * s.h * s.w, s.o * s.oh * s.ow, 1});
-  return std::max<int64_t>(1, std::min<int64_t>(s.n, INT_MAX / per_image));
 }
 
 // A scale factor in the type cuDNN expects: double for float64 data, float otherwise.
@@ -369,6 +324,43 @@ struct Scale {
   explicit Scale(double v) : d(v), f(static_cast<float>(v)) {}
   const void* ptr(DType t) const { return t == kFloat64 ? static_cast<const void*>(&d) : &f; }
 };
+
+// Candidates whose workspace exceeds both this and the heuristic's first choice's are not timed.
+constexpr size_t kTrialWorkspaceBytes = size_t{64} << 20;
+
+// plan with the tuner's choice first (the heuristic's order otherwise). Each trial writes the outputs
+// from the inputs alone (beta = 0); refill (if any) then writes again what the real call adds onto.
+template <typename Dir, typename Key>
+ConvPlan tuned_plan(ConvPlan plan, cudnnHandle_t h, const Descriptors& d, const Buffers& b, DType dtype, Device device,
+                    cudaStream_t stream, const Key& key, const std::function<void()>& refill) {
+  if (plan.size() < 2) return plan;
+  const size_t budget = std::max(kTrialWorkspaceBytes, plan[0].workspace);
+  static const std::string kernel = fmt::format("cudnn{}_{}", cudnnGetVersion(), Dir::kOp);
+  // The key after its direction and device, in its order.
+  const std::string shape_class = fmt::format("{}", fmt::join(key.begin() + 2, key.end(), ","));
+  const Scale one(1.0), zero(0.0);
+  bool tried = false;
+  const int choice = detail::tuned_choice(
+      device.index, stream, kernel, shape_class, static_cast<int>(plan.size()), 0, [&](int c) {
+        tried = true;
+        const bool less_reproducible = plan[0].deterministic && !plan[c].deterministic;
+        if (less_reproducible || plan[c].workspace > budget) return false;
+        try {
+          return run_candidate<Dir>(h, d, plan[c], b, one.ptr(dtype), zero.ptr(dtype), device) == CUDNN_STATUS_SUCCESS;
+        } catch (const OutOfMemoryError&) {
+          return false;
+        }
+      });
+  if (tried && refill) refill();
+  std::rotate(plan.begin(), plan.begin() + choice, plan.begin() + choice + 1);
+  return plan;
+}
+
+// Images per cuDNN call: as many as keep x and y of the call under 2^31 elements.
+int64_t images_per_call(const ConvShape& s) {
+  const int64_t per_image = std::max<int64_t>({s.c * s.h * s.w, s.o * s.oh * s.ow, 1});
+  return std::max<int64_t>(1, std::min<int64_t>(s.n, INT_MAX / per_image));
+}
 
 // Runs direction Dir over the images of x [n, c, h, w] and y [n, o, oh, ow] with weight w, in chunks of
 // images; beta is the first chunk's, and later chunks accumulate into w when accumulate (the weight
@@ -392,13 +384,11 @@ void run(const ConvShape& s, const Conv2dParams& p, DType dtype, Device device, 
         p.padding[0], p.padding[1], p.dilation[0],               p.dilation[1], p.groups,      static_cast<int64_t>(math),
         deterministic};
     const Buffers b{x + n0 * s.c * s.h * s.w * es, w, y + n0 * s.o * s.oh * s.ow * es};
-    bool tried = false;
     const ConvPlan plan = conv_plans().get(key, [&] {
       ConvPlan first = choose_algorithms<Dir>(handle.get(), d, math, deterministic);
       if (n0 > 0) return first;  // trials would overwrite what earlier chunks wrote
-      return tuned_plan<Dir>(std::move(first), handle.get(), d, b, dtype, device, scope.stream(), key, tried);
+      return tuned_plan<Dir>(std::move(first), handle.get(), d, b, dtype, device, scope.stream(), key, refill);
     });
-    if (tried && refill) refill();
     RTX_CHECK(!plan.empty(), Error,
               "[{}] cuDNN offers no {}algorithm for input [{}, {}, {}, {}] and weight [{}, {}, {}, {}]",
               Dir::kOp, deterministic ? "deterministic " : "", images, s.c, s.h, s.w, s.o, s.c / p.groups, s.kh, s.kw);

@@ -224,11 +224,11 @@ void cross_entropy_stats(double* sample_loss, opmath_t<T>* lse, const T* x, cons
           sample_loss, lse, x, target, w, n, classes, l.lanes, vec, ignore_index, smoothing);
     };
     const char* kernel = kSmooth ? "cross_entropy_rows_smooth" : "cross_entropy_rows";
-    const int choice = detail::tuned_choice(scope.device(), scope.stream(), kernel, row_shape_class<T>(n, classes),
-                                            static_cast<int>(lanes.size()), 0, [&](int c) {
-                                              launch(lanes[c]);
-                                              return true;
-                                            });
+    const int choice = detail::tuned_row_choice(scope.device(), scope.stream(), kernel, dtype_of_v<T>, n, classes,
+                                                static_cast<int>(lanes.size()), 0, [&](int c) {
+                                                  launch(lanes[c]);
+                                                  return true;
+                                                });
     launch(lanes[choice]);
   }
   RTX_CUDA_CHECK_LAUNCH();

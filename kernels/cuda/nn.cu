@@ -188,12 +188,12 @@ void softmax_cuda(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, 
           softmax_rows_kernel<T, p, tiled><<<l.grid, l.block, 0, scope.stream()>>>(o, xp, outer, n, l.lanes, vec, log);
         });
       };
-      const int choice = detail::tuned_choice(scope.device(), scope.stream(), log ? "log_softmax_rows" : "softmax_rows",
-                                              row_shape_class<T>(outer, n), static_cast<int>(holds.size()), 0,
-                                              [&](int c) {
-                                                launch(holds[c]);
-                                                return true;
-                                              });
+      const int choice = detail::tuned_row_choice(scope.device(), scope.stream(),
+                                                  log ? "log_softmax_rows" : "softmax_rows", dtype_of_v<T>, outer, n,
+                                                  static_cast<int>(holds.size()), 0, [&](int c) {
+                                                    launch(holds[c]);
+                                                    return true;
+                                                  });
       launch(holds[choice]);
     } else {
       const RowLaunch l(outer, stream_lanes<T>(n));

@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/dtype_dispatch.h"
 #include "backend/cuda/tuner.h"
+#include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
 #include "kernels/cuda/rows.cuh"
 #include "dispatch/norm.h"
@@ -298,11 +298,11 @@ void layer_norm_cuda(const Tensor& out, const Tensor& mean, const Tensor& rstd, 
               o, mp, rp, xp, w, b, m, n, l.lanes, vec, static_cast<acc_t>(eps));
         });
       };
-      const int choice = detail::tuned_choice(scope.device(), scope.stream(), "layer_norm_rows",
-                                              row_shape_class<T>(m, n), static_cast<int>(holds.size()), 0, [&](int c) {
-                                                launch(holds[c]);
-                                                return true;
-                                              });
+      const int choice = detail::tuned_row_choice(scope.device(), scope.stream(), "layer_norm_rows", dtype_of_v<T>, m,
+                                                  n, static_cast<int>(holds.size()), 0, [&](int c) {
+                                                    launch(holds[c]);
+                                                    return true;
+                                                  });
       launch(holds[choice]);
     } else {
       const RowLaunch l(m, stream_lanes<T>(n));

@@ -11,12 +11,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "kernels/common/opmath.h"
-#include "rtx/dtype.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/pointwise.cuh"
 
@@ -84,14 +82,15 @@ int stream_lanes(int64_t n) {
   return static_cast<int>(std::clamp<int64_t>(want, 2 * kWarpSize, kMaxStreamLanes));
 }
 
+// The spread a row kernel holds its rows with unless it says otherwise (or the tuner finds better).
+constexpr int kDefaultSpread = 4;
+
 // How rows of n elements are held in registers by a kernel keeping kFragments values per element:
 // `lanes` threads per row with `pieces` 16-byte pieces each, a power of two up to kMaxPieces (32
 // registers of stored values per fragment set). Rows get more lanes rather than more pieces
 // (kMaxPieces / spread each, more only for the longest rows) so that register use stays moderate and
 // several blocks fit an SM; a kernel whose register budget is bounded by its launch can take a
 // smaller spread. fits is false for rows too long to hold.
-// The spread a row kernel holds its rows with unless it says otherwise (or the tuner finds better).
-constexpr int kDefaultSpread = 4;
 template <typename T, int kFragments>
 struct RegisterRows {
   static constexpr int kMaxPieces =
@@ -125,14 +124,6 @@ std::vector<RegisterRows<T, kFragments>> register_rows_spreads(int64_t n, int sp
     if (rr.fits && !seen) holds.push_back(rr);
   }
   return holds;
-}
-
-// A row kernel's shape class for the tuner: the dtype, the row length and the rows rounded up to a
-// power of two.
-template <typename T>
-std::string row_shape_class(int64_t rows, int64_t n) {
-  return std::string(dtype_name(dtype_of_v<T>)) + " n=" + std::to_string(n) +
-         " rows<=" + std::to_string(pow2_ceil(rows));
 }
 
 // f(std::integral_constant<int, P>{}, std::bool_constant<kTiled>{}) for the rows of n elements that

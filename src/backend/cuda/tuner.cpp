@@ -7,6 +7,8 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string_view>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -102,6 +104,25 @@ int tuned_choice(int device, cudaStream_t stream, const std::string& kernel, con
   RTX_LOG_INFO("tuned {} [{}]: candidate {} of {} ({:.1f} us; built-in {}: {:.1f} us)", kernel, shape_class,
                record.choice, candidates, record.best_us, fallback, record.default_us);
   return record.choice;
+}
+
+int tuned_row_choice(int device, cudaStream_t stream, const char* kernel, DType dtype, int64_t rows, int64_t n,
+                     int candidates, int fallback, const std::function<bool(int)>& launch) {
+  if (candidates <= 1 || !rtx::detail::tuning_enabled()) return fallback;
+  int64_t bucket = 1;
+  while (bucket < rows) bucket <<= 1;
+  using Key = std::tuple<std::string_view, int, DType, int64_t, int64_t>;
+  static std::mutex mutex;
+  static auto* choices = new std::map<Key, int>();
+  const Key key{kernel, device, dtype, n, bucket};
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = choices->find(key); it != choices->end()) return it->second;
+  }
+  const std::string shape_class = fmt::format("{} n={} rows<={}", dtype_name(dtype), n, bucket);
+  const int choice = tuned_choice(device, stream, kernel, shape_class, candidates, fallback, launch);
+  std::lock_guard<std::mutex> lock(mutex);
+  return choices->emplace(key, choice).first->second;
 }
 
 }  // namespace rtx::cuda::detail

@@ -4,10 +4,12 @@
 // the choice is made once per model and shape class, not once per process.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
 #include "backend/cuda/runtime.h"
+#include "rtx/dtype.h"
 
 namespace rtx::cuda::detail {
 
@@ -24,5 +26,12 @@ const std::string& device_model(int device);
 // choice as usual. The trial launches are not counted in rtx::cuda::kernel_launches().
 int tuned_choice(int device, cudaStream_t stream, const std::string& kernel, const std::string& shape_class,
                  int candidates, int fallback, const std::function<bool(int)>& launch);
+
+// tuned_choice for the row kernels, which ask on every call: the shape class is the dtype, the row
+// length and the rows rounded up to a power of two, and the answer is remembered for the process, so
+// that a call after the first costs one lookup (no shape-class string, no cache lookup). kernel is a
+// string literal.
+int tuned_row_choice(int device, cudaStream_t stream, const char* kernel, DType dtype, int64_t rows, int64_t n,
+                     int candidates, int fallback, const std::function<bool(int)>& launch);
 
 }  // namespace rtx::cuda::detail
