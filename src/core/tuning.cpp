@@ -2,13 +2,11 @@
 // tab-separated file of one GPU model's choices.
 #include "core/tuning.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -34,17 +32,6 @@ constexpr const char* kHeader =
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? std::string() : std::string(v);
-}
-
-// mkdir -p: false when some component cannot be made.
-bool make_directories(const std::string& path) {
-  for (size_t i = 1; i <= path.size(); ++i) {
-    if (i < path.size() && path[i] != '/') continue;
-    const std::string prefix = path.substr(0, i);
-    if (::mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST) return false;
-  }
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 // A record line's fields, or nullopt when it is not one.
@@ -157,11 +144,11 @@ void TuneCache::store(const std::string& kernel, const std::string& shape_class,
   std::string text = std::string(kHeader) + "\n";
   for (const auto& [key, r] : merged)
     text += fmt::format("{}\t{}\t{}\t{:.3f}\t{:.3f}\n", key.first, key.second, r.choice, r.best_us, r.default_us);
-  const size_t slash = path_.find_last_of('/');
   try {
-    if (slash != std::string::npos && slash > 0 && !make_directories(path_.substr(0, slash)))
-      throw CheckpointError(
-          fmt::format("cannot create the directory {}: {}", path_.substr(0, slash), std::strerror(errno)));
+    const std::filesystem::path dir = std::filesystem::path(path_).parent_path();
+    std::error_code error;
+    if (!dir.empty()) std::filesystem::create_directories(dir, error);
+    if (error) throw CheckpointError(fmt::format("cannot create the directory {}: {}", dir.string(), error.message()));
     rtx::data::AtomicFile file(path_, "kernel tuning cache");
     file.write(text);
     file.commit();
