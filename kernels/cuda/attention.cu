@@ -32,11 +32,17 @@
 #include <initializer_list>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
+#include <string>
+
+#include <fmt/format.h>
+
+#include "backend/cuda/tuner.h"
 #include "core/dtype_dispatch.h"
 #include "core/tensor_impl.h"
-#include "kernels/cuda/rows.cuh"
 #include "dispatch/attention.h"
+#include "kernels/cuda/rows.cuh"
 #include "rtx/settings.h"
 
 namespace rtx::cuda {
@@ -282,6 +288,23 @@ __device__ __forceinline__ T* shared_as() {
 }
 
 // Lets `kernel` take `bytes` of dynamic shared memory (above the default 48 KiB).
+// Calls f(std::integral_constant<int, i>{}) for a run-time i in [0, N).
+template <int N, typename F, int... I>
+void with_index(int i, const F& f, std::integer_sequence<int, I...>) {
+  ((i == I ? f(std::integral_constant<int, I>{}) : void()), ...);
+}
+template <int N, typename F>
+void with_index(int i, const F& f) {
+  with_index<N>(i, f, std::make_integer_sequence<int, N>{});
+}
+
+// The most shared memory a block of `device` may opt in to.
+inline size_t shared_memory_optin(int device) {
+  int bytes = 0;
+  RTX_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return static_cast<size_t>(bytes);
+}
+
 template <typename Kernel>
 void allow_shared_memory(Kernel* kernel, size_t bytes) {
   RTX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
@@ -673,7 +696,10 @@ void float_backward(const AttentionShape& sh, Heads<float> dq, Heads<float> dk, 
 
 // ---- tensor cores: Half/BFloat16 through mma.sync m16n8k16, float32 through TF32 m16n8k8 -----------
 //
-// A block has 4 warps of 16 rows each (64 rows). Shared tiles hold the operands' raw bits (`Bits`:
+// A block has 4 warps of 16 rows each (64 rows), or of 32 in the forward's two-tile tilings. The
+// forward's tiling and the dk/dv kernel's streamed rows are picked per GPU model and shape class by
+// the tuner (backend/cuda/tuner.h) among candidates that agree bit for bit, except the forward's
+// 32-key tiling. Shared tiles hold the operands' raw bits (`Bits`:
 // 16-bit values, or floats) in rows padded by 16 bytes, which keeps ldmatrix free of bank conflicts;
 // cp.async fills them (zeros past the rows and D). The kernels are written once over MmaOps<T>,
 // which gives the A fragment of 16 rows by a 16-deep slice (AFrag) and the two tile products:
@@ -689,22 +715,20 @@ void float_backward(const AttentionShape& sh, Heads<float> dq, Heads<float> dk, 
 constexpr int kMmaWarps = 4;
 constexpr int kMmaThreads = kMmaWarps * 32;
 constexpr int kMmaRows = 16 * kMmaWarps;  // rows a block owns (queries or keys)
-constexpr int kMmaKeys = 64;              // keys per tile of the forward
 
 template <typename Bits, int kD>
 constexpr int kMmaRowStride = kD + 16 / static_cast<int>(sizeof(Bits));
-// Rows of the tiles a backward kernel streams (fewer for 128-wide heads, whose accumulators are twice
-// as large, to stay within the registers).
+// Rows of the tiles a backward kernel streams by default (fewer for 128-wide heads, whose accumulators
+// are twice as large, to stay within the registers). The 16-bit dk/dv kernel's are tuned among
+// kDkdvStreamRows per shape class; the order of every sum is the same for each, so are the bits.
+constexpr int default_stream_rows(int d_pad) { return d_pad > 64 ? 32 : 64; }
 template <int kD>
-constexpr int kMmaStreamRows = kD > 64 ? 32 : 64;
+constexpr int kMmaStreamRows = default_stream_rows(kD);
+constexpr int kDkdvStreamRows[] = {32, 64};
+constexpr int kDkdvStreamRowsCount = sizeof(kDkdvStreamRows) / sizeof(kDkdvStreamRows[0]);
 
 template <typename Bits>
-constexpr size_t mma_forward_shared_bytes(int d_pad) {
-  return sizeof(Bits) * 2 * kMmaKeys * (d_pad + 16 / sizeof(Bits));  // a key tile and a value tile
-}
-template <typename Bits>
-constexpr size_t mma_backward_shared_bytes(int d_pad) {
-  const int stream_rows = d_pad > 64 ? 32 : 64;
+constexpr size_t mma_backward_shared_bytes(int d_pad, int stream_rows) {
   // two resident tiles of kMmaRows rows, two double-buffered streamed tiles, lse and dl per stream row
   return sizeof(Bits) * (2 * kMmaRows + 4 * stream_rows) * (d_pad + 16 / sizeof(Bits)) +
          sizeof(float) * 4 * stream_rows;
@@ -806,6 +830,7 @@ template <typename T>
 struct MmaOps16 {
   using Bits = uint16_t;
   using AFrag = uint32_t[4];
+  using BFrag = uint32_t[4];
 
   // Two floats rounded to T, lo in the low half.
   static __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
@@ -827,26 +852,25 @@ struct MmaOps16 {
     a[3] = pack_pair(c[2 * kk + 1][2], c[2 * kk + 1][3]);
   }
 
-  // c[2 np], c[2 np + 1] += a * B for B^T = the 16 rows from row0 + 16 np of a shared tile (B: their
-  // columns 16 kk .. 16 kk + 15, as the k dimension). a comes from load_a.
-  template <int kD, int kN>
-  static __device__ __forceinline__ void mma_rows_transposed(float (&c)[kN][4], const AFrag& a, const Bits* tile,
-                                                             int row0, int kk, int np, int lane) {
-    uint32_t b[4];
+  // The B fragment of columns 16 np .. 16 np + 15 and depth 16 kk .. 16 kk + 15 when B^T is the tile
+  // (its rows row0 + 16 np .. and their columns 16 kk .., as the k dimension).
+  template <int kD>
+  static __device__ __forceinline__ void load_b_transposed(BFrag& b, const Bits* tile, int row0, int kk, int np,
+                                                           int lane) {
     ldmatrix_x4(b, tile + (row0 + np * 16 + (lane / 16) * 8 + lane % 8) * kMmaRowStride<Bits, kD> + kk * 16 +
                        ((lane / 8) % 2) * 8);
-    mma_16816<T>(c[2 * np], a, b[0], b[1]);
-    mma_16816<T>(c[2 * np + 1], a, b[2], b[3]);
   }
 
-  // c[2 np], c[2 np + 1] += a * B for B = rows 16 kk .. 16 kk + 15 of a shared tile, columns
-  // 16 np .. 16 np + 15. a comes from accumulators_to_a.
-  template <int kD, int kN>
-  static __device__ __forceinline__ void mma_rows(float (&c)[kN][4], const AFrag& a, const Bits* tile, int kk,
-                                                  int np, int lane) {
-    uint32_t b[4];
+  // The B fragment of rows 16 kk .. 16 kk + 15 and columns 16 np .. 16 np + 15 of a shared tile.
+  template <int kD>
+  static __device__ __forceinline__ void load_b(BFrag& b, const Bits* tile, int kk, int np, int lane) {
     ldmatrix_x4_trans(b, tile + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * kMmaRowStride<Bits, kD> + np * 16 +
                              (lane / 16) * 8);
+  }
+
+  // c[2 np], c[2 np + 1] += a * b.
+  template <int kN>
+  static __device__ __forceinline__ void mma(float (&c)[kN][4], const AFrag& a, const BFrag& b, int np) {
     mma_16816<T>(c[2 * np], a, b[0], b[1]);
     mma_16816<T>(c[2 * np + 1], a, b[2], b[3]);
   }
@@ -866,6 +890,7 @@ template <>
 struct MmaOps<float> {
   using Bits = float;
   using AFrag = uint32_t[8];  // [4 j + i]: register i of half j
+  using BFrag = uint32_t[8];  // [4 h + 2 j + i]: register i of 8-deep half j, 8-column block h
 
   template <int kD>
   static __device__ __forceinline__ void load_a(AFrag& a, const Bits* tile, int row0, int kk, int lane) {
@@ -890,31 +915,39 @@ struct MmaOps<float> {
     }
   }
 
-  template <int kD, int kN>
-  static __device__ __forceinline__ void mma_rows_transposed(float (&c)[kN][4], const AFrag& a, const Bits* tile,
-                                                             int row0, int kk, int np, int lane) {
+  template <int kD>
+  static __device__ __forceinline__ void load_b_transposed(BFrag& b, const Bits* tile, int row0, int kk, int np,
+                                                           int lane) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      uint32_t b[4];  // words 0-3, 4-7, 8-11, 12-15 of the slice, rows group of block h
-      ldmatrix_x4(b, tile + (row0 + np * 16 + h * 8 + lane % 8) * kMmaRowStride<Bits, kD> + kk * 16 + (lane / 8) * 4);
+      uint32_t r[4];  // words 0-3, 4-7, 8-11, 12-15 of the slice, rows group of block h
+      ldmatrix_x4(r, tile + (row0 + np * 16 + h * 8 + lane % 8) * kMmaRowStride<Bits, kD> + kk * 16 + (lane / 8) * 4);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) b[i] = bits_to_tf32(b[i]);
-      mma_1688_tf32(c[2 * np + h], a, b[0], b[1]);
-      mma_1688_tf32(c[2 * np + h], a + 4, b[2], b[3]);
+      for (int i = 0; i < 4; ++i) b[4 * h + i] = bits_to_tf32(r[i]);
     }
   }
 
-  template <int kD, int kN>
-  static __device__ __forceinline__ void mma_rows(float (&c)[kN][4], const AFrag& a, const Bits* tile, int kk,
-                                                  int np, int lane) {
+  template <int kD>
+  static __device__ __forceinline__ void load_b(BFrag& b, const Bits* tile, int kk, int np, int lane) {
     constexpr int kStride = kMmaRowStride<Bits, kD>;
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       // B's k slots in a's order: rows 2 quad and 2 quad + 1 of this 8-deep half.
       const Bits* rows = tile + (kk * 16 + 8 * j + 2 * (lane % 4)) * kStride + np * 16 + lane / 4;
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        mma_1688_tf32(c[2 * np + h], a + 4 * j, to_tf32(rows[8 * h]), to_tf32(rows[kStride + 8 * h]));
+      for (int h = 0; h < 2; ++h) {
+        b[4 * h + 2 * j] = to_tf32(rows[8 * h]);
+        b[4 * h + 2 * j + 1] = to_tf32(rows[kStride + 8 * h]);
+      }
+    }
+  }
+
+  template <int kN>
+  static __device__ __forceinline__ void mma(float (&c)[kN][4], const AFrag& a, const BFrag& b, int np) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mma_1688_tf32(c[2 * np + h], a, b[4 * h], b[4 * h + 1]);
+      mma_1688_tf32(c[2 * np + h], a + 4, b[4 * h + 2], b[4 * h + 3]);
     }
   }
 
@@ -925,6 +958,26 @@ struct MmaOps<float> {
 
 template <typename T>
 using MmaBits = typename MmaOps<T>::Bits;
+
+// c[2 np], c[2 np + 1] += a * B for B^T = the 16 rows from row0 + 16 np of a shared tile (B: their
+// columns 16 kk .. 16 kk + 15, as the k dimension). a comes from load_a.
+template <typename T, int kD, int kN>
+__device__ __forceinline__ void mma_rows_transposed(float (&c)[kN][4], const typename MmaOps<T>::AFrag& a,
+                                                    const MmaBits<T>* tile, int row0, int kk, int np, int lane) {
+  typename MmaOps<T>::BFrag b;
+  MmaOps<T>::template load_b_transposed<kD>(b, tile, row0, kk, np, lane);
+  MmaOps<T>::mma(c, a, b, np);
+}
+
+// c[2 np], c[2 np + 1] += a * B for B = rows 16 kk .. 16 kk + 15 of a shared tile, columns
+// 16 np .. 16 np + 15. a comes from accumulators_to_a.
+template <typename T, int kD, int kN>
+__device__ __forceinline__ void mma_rows(float (&c)[kN][4], const typename MmaOps<T>::AFrag& a, const MmaBits<T>* tile,
+                                         int kk, int np, int lane) {
+  typename MmaOps<T>::BFrag b;
+  MmaOps<T>::template load_b<kD>(b, tile, kk, np, lane);
+  MmaOps<T>::mma(c, a, b, np);
+}
 
 // Rows [row0, row0 + kRows) of a [rows, d] matrix with rows ld apart into a shared tile
 // (asynchronously), zeros past `rows` and d (d a multiple of 16 bytes' elements, every row 16-byte
@@ -953,102 +1006,175 @@ __device__ __forceinline__ void store_mma_row(MmaBits<T>* dst, const float (&acc
   }
 }
 
-template <typename T, int kD, bool kCausal>
+// The forward's tilings, which the tuner picks from per shape class (float32 keeps the first): the
+// query rows of a warp, in 16-row tiles, and the keys of a streamed tile. With two row tiles every key
+// or value fragment read from shared memory feeds two products (one fragment per product leaves
+// ldmatrix, not the tensor cores, the limit on Hopper); fewer keys per tile leave more registers to
+// 128-wide heads. Tilings with the same keys per tile give the same bits.
+struct ForwardTiling {
+  int row_tiles, keys;
+};
+constexpr ForwardTiling kForwardTilings[] = {{1, 64}, {2, 64}, {2, 32}};
+constexpr int kForwardTilingCount = sizeof(kForwardTilings) / sizeof(kForwardTilings[0]);
+template <typename T>
+constexpr int kForwardTilingsOf = sizeof(MmaBits<T>) == 2 ? kForwardTilingCount : 1;
+template <int kTiling>
+constexpr int kForwardRows = 16 * kMmaWarps * kForwardTilings[kTiling].row_tiles;  // query rows of a block
+
+template <typename T>
+constexpr size_t mma_forward_shared_bytes(int d_pad, int tiling) {
+  using Bits = MmaBits<T>;
+  // the query tile, a key tile and a value tile
+  return sizeof(Bits) * (16 * kMmaWarps * kForwardTilings[tiling].row_tiles + 2 * kForwardTilings[tiling].keys) *
+         (d_pad + 16 / sizeof(Bits));
+}
+template <typename T>
+constexpr size_t mma_forward_shared_bytes(int d_pad) {  // the most any of T's tilings needs
+  size_t most = 0;
+  for (int t = 0; t < kForwardTilingsOf<T>; ++t) most = std::max(most, mma_forward_shared_bytes<T>(d_pad, t));
+  return most;
+}
+
+template <typename T, int kD, bool kCausal, int kTiling>
 __global__ void __launch_bounds__(kMmaThreads)
     attention_mma_kernel(Heads<MmaBits<T>> out, float* lse, Heads<const MmaBits<T>> q, Heads<const MmaBits<T>> k,
                          Heads<const MmaBits<T>> v, int64_t bh, int64_t L, int64_t S, int d, int64_t q_tiles,
                          float scale_log2) {
   using Ops = MmaOps<T>;
   using Bits = MmaBits<T>;
-  constexpr int kStride = kMmaRowStride<Bits, kD>, kKeys = kMmaKeys;
+  constexpr int kStride = kMmaRowStride<Bits, kD>, kSlices = kD / 16;
+  constexpr int kTiles = kForwardTilings[kTiling].row_tiles, kKeys = kForwardTilings[kTiling].keys;
+  constexpr int kRows = kForwardRows<kTiling>;
+  // Query fragments stay in registers where they fit beside the accumulators; else they are read
+  // from the shared query tile for each key tile.
+  constexpr bool kQInRegisters = kTiles * kD <= 128;
   Bits* s_k = shared_as<Bits>();
-  Bits* s_v = s_k + kKeys * kStride;  // the query tile first
+  Bits* s_v = s_k + kKeys * kStride;
+  Bits* s_q = s_v + kKeys * kStride;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t head = blockIdx.x % bh;
-  const int64_t q0 = (q_tiles - 1 - blockIdx.x / bh) * kMmaRows;  // the longest causal rows first
+  const int64_t q0 = (q_tiles - 1 - blockIdx.x / bh) * kRows;  // the longest causal rows first
+  const int warp_row0 = warp * 16 * kTiles;                    // in the block's tile
+  const int64_t warp_q0 = q0 + warp_row0, warp_q_last = warp_q0 + 16 * kTiles - 1;
   const Bits* kh = k.head(head);
   const Bits* vh = v.head(head);
   const int64_t k_ld = k.layout.row, v_ld = v.layout.row;
-  load_mma_tile<kMmaRows, kD>(s_v, q.head(head), q0, L, d, q.layout.row);
+  load_mma_tile<kRows, kD>(s_q, q.head(head), q0, L, d, q.layout.row);
   load_mma_tile<kKeys, kD>(s_k, kh, 0, S, d, k_ld);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
-  typename Ops::AFrag qa[kD / 16];
+  typename Ops::AFrag qa[kQInRegisters ? kTiles * kSlices : 1];
+  if constexpr (kQInRegisters) {
 #pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) Ops::template load_a<kD>(qa[kk], s_v, warp * 16, kk, lane);
-  __syncthreads();  // the query tile is in registers before the value tiles overwrite it
+    for (int mt = 0; mt < kTiles; ++mt)
+#pragma unroll
+      for (int kk = 0; kk < kSlices; ++kk) Ops::template load_a<kD>(qa[mt * kSlices + kk], s_q, warp_row0 + 16 * mt, kk, lane);
+  }
 
-  // Scores are kept in the log2 domain: x = s * scale * log2(e).
-  const int64_t row_base = q0 + warp * 16 + lane / 4;  // rows row_base and row_base + 8
-  const int64_t key_end = kCausal ? std::min(S, std::min(q0 + kMmaRows, L)) : S;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, o[kD / 8][4] = {};
+  // Scores are kept in the log2 domain: x = s * scale * log2(e). Lane rows: warp_q0 + 16 mt + lane / 4
+  // (accumulator halves r = 0) and 8 rows below (r = 1).
+  const int64_t key_end = kCausal ? std::min(S, std::min(q0 + kRows, L)) : S;
+  float m[kTiles][2], l[kTiles][2] = {}, o[kTiles][kD / 8][4] = {};
+#pragma unroll
+  for (int mt = 0; mt < kTiles; ++mt) m[mt][0] = m[mt][1] = -INFINITY;
   for (int64_t kv0 = 0; kv0 < key_end; kv0 += kKeys) {
     load_mma_tile<kKeys, kD>(s_v, vh, kv0, S, d, v_ld);
     cp_async_commit();
-    float s[kKeys / 8][4] = {};
+    // A causal tile whose keys all come after this warp's rows adds nothing to them.
+    const bool skip = kCausal && kv0 > warp_q_last;
+    float s[kTiles][kKeys / 8][4] = {};
+    if (!skip) {
 #pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk)
+      for (int kk = 0; kk < kSlices; ++kk) {
+        typename Ops::AFrag a[kTiles];
+        if constexpr (!kQInRegisters) {
 #pragma unroll
-      for (int np = 0; np < kKeys / 16; ++np) Ops::template mma_rows_transposed<kD>(s, qa[kk], s_k, 0, kk, np, lane);
-
-    const bool masked = kv0 + kKeys > S || (kCausal && kv0 + kKeys - 1 > q0);
+          for (int mt = 0; mt < kTiles; ++mt) Ops::template load_a<kD>(a[mt], s_q, warp_row0 + 16 * mt, kk, lane);
+        }
 #pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n)
+        for (int np = 0; np < kKeys / 16; ++np) {
+          typename Ops::BFrag b;
+          Ops::template load_b_transposed<kD>(b, s_k, 0, kk, np, lane);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t row = row_base + (e / 2) * 8, col = kv0 + n * 8 + (lane % 4) * 2 + e % 2;
-        const float x = s[n][e] * scale_log2;
-        s[n][e] = masked && (col >= S || (kCausal && col > row)) ? -INFINITY : x;
+          for (int mt = 0; mt < kTiles; ++mt) Ops::mma(s[mt], kQInRegisters ? qa[mt * kSlices + kk] : a[mt], b, np);
+        }
       }
+      // Masked tiles: keys from kv0 + key_limit on are past S; key kv0 + c is after row warp_q0 + i when
+      // c - i > first_row (both counted in the tile, as 32-bit offsets).
+      const bool masked = kv0 + kKeys > S || (kCausal && kv0 + kKeys - 1 > warp_q0);
+      const int key_limit = static_cast<int>(std::min<int64_t>(S - kv0, kKeys));
+      const int first_row = kCausal && masked ? static_cast<int>(warp_q0 - kv0) : 0;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = -INFINITY;
+      for (int mt = 0; mt < kTiles; ++mt) {
 #pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-      mx = fmaxf(mx, rtx_shfl_xor(mx, 1));
-      mx = fmaxf(mx, rtx_shfl_xor(mx, 2));
-      const float m_new = fmaxf(m[r], mx);
-      const float base = m_new == -INFINITY ? 0.f : m_new;
-      const float alpha = exp2f(m[r] - base);
-      m[r] = m_new;
-      l[r] *= alpha;
+        for (int n = 0; n < kKeys / 8; ++n)
 #pragma unroll
-      for (int n = 0; n < kD / 8; ++n) {
-        o[n][2 * r] *= alpha;
-        o[n][2 * r + 1] *= alpha;
-      }
+          for (int e = 0; e < 4; ++e) {
+            const int i = 16 * mt + lane / 4 + (e / 2) * 8, c = n * 8 + (lane % 4) * 2 + e % 2;
+            const float x = s[mt][n][e] * scale_log2;
+            s[mt][n][e] = masked && (c >= key_limit || (kCausal && c - i > first_row)) ? -INFINITY : x;
+          }
 #pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n) {
-        s[n][2 * r] = exp2f(s[n][2 * r] - base);
-        s[n][2 * r + 1] = exp2f(s[n][2 * r + 1] - base);
-        l[r] += s[n][2 * r] + s[n][2 * r + 1];
+        for (int r = 0; r < 2; ++r) {
+          float mx = -INFINITY;
+#pragma unroll
+          for (int n = 0; n < kKeys / 8; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * r], s[mt][n][2 * r + 1]));
+          mx = fmaxf(mx, rtx_shfl_xor(mx, 1));
+          mx = fmaxf(mx, rtx_shfl_xor(mx, 2));
+          const float m_new = fmaxf(m[mt][r], mx);
+          const float base = m_new == -INFINITY ? 0.f : m_new;
+          const float alpha = exp2f(m[mt][r] - base);
+          m[mt][r] = m_new;
+          l[mt][r] *= alpha;
+#pragma unroll
+          for (int n = 0; n < kD / 8; ++n) {
+            o[mt][n][2 * r] *= alpha;
+            o[mt][n][2 * r + 1] *= alpha;
+          }
+#pragma unroll
+          for (int n = 0; n < kKeys / 8; ++n) {
+            s[mt][n][2 * r] = exp2f(s[mt][n][2 * r] - base);
+            s[mt][n][2 * r + 1] = exp2f(s[mt][n][2 * r + 1] - base);
+            l[mt][r] += s[mt][n][2 * r] + s[mt][n][2 * r + 1];
+          }
+        }
       }
     }
     cp_async_wait<0>();
     __syncthreads();  // the value tile is in place and every warp is done with the key tile
     if (kv0 + kKeys < key_end) load_mma_tile<kKeys, kD>(s_k, kh, kv0 + kKeys, S, d, k_ld);
     cp_async_commit();
+    if (!skip) {
 #pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
-      typename Ops::AFrag pa;
-      Ops::accumulators_to_a(pa, s, kk);
+      for (int kk = 0; kk < kKeys / 16; ++kk) {
+        typename Ops::AFrag pa[kTiles];
 #pragma unroll
-      for (int np = 0; np < kD / 16; ++np) Ops::template mma_rows<kD>(o, pa, s_v, kk, np, lane);
+        for (int mt = 0; mt < kTiles; ++mt) Ops::accumulators_to_a(pa[mt], s[mt], kk);
+#pragma unroll
+        for (int np = 0; np < kD / 16; ++np) {
+          typename Ops::BFrag b;
+          Ops::template load_b<kD>(b, s_v, kk, np, lane);
+#pragma unroll
+          for (int mt = 0; mt < kTiles; ++mt) Ops::mma(o[mt], pa[mt], b, np);
+        }
+      }
     }
     cp_async_wait<0>();
     __syncthreads();  // the next key tile is in place and every warp is done with the value tile
   }
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float total = l[r];
-    total += rtx_shfl_xor(total, 1);
-    total += rtx_shfl_xor(total, 2);
-    const int64_t row = row_base + 8 * r;
-    if (row >= L) continue;
-    store_mma_row<T, kD>(out.head(head), o, r, 1.f / total, row, d, out.layout.row, lane);
-    if (lane % 4 == 0) lse[head * L + row] = m[r] * kLn2 + logf(total);
-  }
+  for (int mt = 0; mt < kTiles; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float total = l[mt][r];
+      total += rtx_shfl_xor(total, 1);
+      total += rtx_shfl_xor(total, 2);
+      const int64_t row = warp_q0 + 16 * mt + lane / 4 + 8 * r;
+      if (row >= L) continue;
+      store_mma_row<T, kD>(out.head(head), o[mt], r, 1.f / total, row, d, out.layout.row, lane);
+      if (lane % 4 == 0) lse[head * L + row] = m[mt][r] * kLn2 + logf(total);
+    }
 }
 
 // The stored dS^T of a head: [S_pad keys][ds_ld queries] 16-bit values, heads S_pad * ds_ld apart
@@ -1072,9 +1198,9 @@ __device__ __forceinline__ void store_ds_transposed(uint16_t* ds_out, const uint
   }
 }
 
-// A block per key tile (a warp per 16 keys): dv = P^T g and dk = scale * dS^T q over the query tiles,
-// which stream through double-buffered shared tiles with their lse (log2 domain) and dl.
-template <typename T, int kD, bool kCausal>
+// A block per key tile (a warp per 16 keys): dv = P^T g and dk = scale * dS^T q over the query tiles
+// of kQ rows, which stream through double-buffered shared tiles with their lse (log2 domain) and dl.
+template <typename T, int kD, bool kCausal, int kQ>
 __global__ void __launch_bounds__(kMmaThreads)
     attention_mma_dkdv_kernel(Heads<MmaBits<T>> dk, Heads<MmaBits<T>> dv, Heads<const MmaBits<T>> g,
                               Heads<const MmaBits<T>> q, Heads<const MmaBits<T>> k, Heads<const MmaBits<T>> v,
@@ -1082,7 +1208,7 @@ __global__ void __launch_bounds__(kMmaThreads)
                               int64_t bh, int64_t L, int64_t S, int d, float scale, float scale_log2) {
   using Ops = MmaOps<T>;
   using Bits = MmaBits<T>;
-  constexpr int kStride = kMmaRowStride<Bits, kD>, kQ = kMmaStreamRows<kD>;
+  constexpr int kStride = kMmaRowStride<Bits, kD>;
   Bits* s_k = shared_as<Bits>();
   Bits* s_v = s_k + kMmaRows * kStride;
   Bits* s_q = s_v + kMmaRows * kStride;  // [2][kQ * kStride]
@@ -1132,8 +1258,8 @@ __global__ void __launch_bounds__(kMmaThreads)
       Ops::template load_a<kD>(va, s_v, warp * 16, kk, lane);
 #pragma unroll
       for (int np = 0; np < kQ / 16; ++np) {
-        Ops::template mma_rows_transposed<kD>(p, ka, t_q, 0, kk, np, lane);
-        Ops::template mma_rows_transposed<kD>(ds, va, t_g, 0, kk, np, lane);
+        mma_rows_transposed<T, kD>(p, ka, t_q, 0, kk, np, lane);
+        mma_rows_transposed<T, kD>(ds, va, t_g, 0, kk, np, lane);
       }
     }
     const bool masked = kCausal && q0 < kv0 + kMmaRows - 1;
@@ -1158,8 +1284,8 @@ __global__ void __launch_bounds__(kMmaThreads)
       }
 #pragma unroll
       for (int np = 0; np < kD / 16; ++np) {
-        Ops::template mma_rows<kD>(acc_v, pa, t_g, kk, np, lane);
-        Ops::template mma_rows<kD>(acc_k, dsa, t_q, kk, np, lane);
+        mma_rows<T, kD>(acc_v, pa, t_g, kk, np, lane);
+        mma_rows<T, kD>(acc_k, dsa, t_q, kk, np, lane);
       }
     }
     __syncthreads();  // every warp is done with this buffer before it is refilled
@@ -1228,8 +1354,8 @@ __global__ void __launch_bounds__(kMmaThreads)
       Ops::template load_a<kD>(ga, s_g, warp * 16, kk, lane);
 #pragma unroll
       for (int np = 0; np < kKeys / 16; ++np) {
-        Ops::template mma_rows_transposed<kD>(p, qa, t_k, 0, kk, np, lane);
-        Ops::template mma_rows_transposed<kD>(ds, ga, t_v, 0, kk, np, lane);
+        mma_rows_transposed<T, kD>(p, qa, t_k, 0, kk, np, lane);
+        mma_rows_transposed<T, kD>(ds, ga, t_v, 0, kk, np, lane);
       }
     }
     const bool masked = kv0 + kKeys > S || (kCausal && kv0 + kKeys - 1 > q0);
@@ -1248,7 +1374,7 @@ __global__ void __launch_bounds__(kMmaThreads)
       typename Ops::AFrag dsa;
       Ops::accumulators_to_a(dsa, ds, kk);
 #pragma unroll
-      for (int np = 0; np < kD / 16; ++np) Ops::template mma_rows<kD>(acc, dsa, t_k, kk, np, lane);
+      for (int np = 0; np < kD / 16; ++np) mma_rows<T, kD>(acc, dsa, t_k, kk, np, lane);
     }
     __syncthreads();  // every warp is done with this buffer before it is refilled
   }
@@ -1301,7 +1427,7 @@ __global__ void __launch_bounds__(kMmaThreads)
       ldmatrix_x4_trans(dsa, t_ds + (kk * 16 + (lane / 16) * 8 + lane % 8) * kDsStride + warp * 16 +
                                  ((lane / 8) % 2) * 8);
 #pragma unroll
-      for (int np = 0; np < kD / 16; ++np) Ops::template mma_rows<kD>(acc, dsa, t_k, kk, np, lane);
+      for (int np = 0; np < kD / 16; ++np) mma_rows<T, kD>(acc, dsa, t_k, kk, np, lane);
     }
     __syncthreads();  // every warp is done with this buffer before it is refilled
   }
@@ -1323,20 +1449,46 @@ Heads<MmaBits<T>> bits_of(const Heads<T>& h) {
   return {reinterpret_cast<MmaBits<T>*>(h.data), h.layout};
 }
 
+// The tuner's shape class of an attention call: the dtype, the padded head, causality and the rows,
+// keys and heads rounded up to powers of two.
+template <typename T, int kD, bool kCausal>
+std::string shape_class(const AttentionShape& sh) {
+  return fmt::format("{} d{} {} L{} S{} bh{}", dtype_name(dtype_of_v<T>), kD, kCausal ? "causal" : "full",
+                     pow2_ceil(sh.L), pow2_ceil(sh.S), pow2_ceil(sh.bh));
+}
+
 template <typename T>
 void mma_forward(const AttentionShape& sh, Heads<T> out, float* lse, Heads<const T> q, Heads<const T> k,
-                 Heads<const T> v, double scale, bool causal, cudaStream_t stream) {
-  const int64_t q_tiles = ceil_div(sh.L, kMmaRows);
+                 Heads<const T> v, double scale, bool causal, int device, cudaStream_t stream) {
   with_padded_head_dim(sh.d, [&](auto head_dim) {
     constexpr int kD = decltype(head_dim)::value;
     with_causal(causal, [&](auto causal_tag) {
       constexpr bool kCausal = decltype(causal_tag)::value;
-      const size_t bytes = mma_forward_shared_bytes<MmaBits<T>>(kD);
-      allow_shared_memory(attention_mma_kernel<T, kD, kCausal>, bytes);
-      attention_mma_kernel<T, kD, kCausal><<<static_cast<unsigned>(q_tiles * sh.bh), kMmaThreads, bytes, stream>>>(
-          bits_of(out), lse, bits_of(q), bits_of(k), bits_of(v), sh.bh, sh.L, sh.S, static_cast<int>(sh.d), q_tiles,
-          static_cast<float>(scale * kLog2e));
-      RTX_CUDA_CHECK_LAUNCH();
+      const auto launch = [&](int tiling) {
+        with_index<kForwardTilingCount>(tiling, [&](auto tiling_tag) {
+          constexpr int kTiling = decltype(tiling_tag)::value;
+          if constexpr (kTiling < kForwardTilingsOf<T>) {
+            const int64_t q_tiles = ceil_div(sh.L, kForwardRows<kTiling>);
+            const size_t bytes = mma_forward_shared_bytes<T>(kD, kTiling);
+            const auto kernel = attention_mma_kernel<T, kD, kCausal, kTiling>;
+            allow_shared_memory(kernel, bytes);
+            kernel<<<static_cast<unsigned>(q_tiles * sh.bh), kMmaThreads, bytes, stream>>>(
+                bits_of(out), lse, bits_of(q), bits_of(k), bits_of(v), sh.bh, sh.L, sh.S, static_cast<int>(sh.d),
+                q_tiles, static_cast<float>(scale * kLog2e));
+            RTX_CUDA_CHECK_LAUNCH();
+          }
+        });
+      };
+      int tiling = 0;
+      if constexpr (kForwardTilingsOf<T> > 1) {
+        tiling = detail::tuned_choice(device, stream, "attention_forward", shape_class<T, kD, kCausal>(sh),
+                                      kForwardTilingsOf<T>,
+                                      kD > 64 ? 2 : 1, [&](int c) {
+                                        launch(c);
+                                        return true;
+                                      });
+      }
+      launch(tiling);
     });
   });
 }
@@ -1363,23 +1515,40 @@ void mma_backward(const AttentionShape& sh, Heads<T> dq, Heads<T> dk, Heads<T> d
     constexpr int kD = decltype(head_dim)::value;
     with_causal(causal, [&](auto causal_tag) {
       constexpr bool kCausal = decltype(causal_tag)::value;
-      const size_t bytes = mma_backward_shared_bytes<Bits>(kD);
-      allow_shared_memory(attention_mma_dkdv_kernel<T, kD, kCausal>, bytes);
-      const auto dkdv = [&](int64_t head0, int64_t heads) {
-        attention_mma_dkdv_kernel<T, kD, kCausal><<<static_cast<unsigned>(k_tiles * heads), kMmaThreads, bytes,
-                                                     stream>>>(bits_of(dk), bits_of(dv), bits_of(g), bits_of(q),
-                                                               bits_of(k), bits_of(v), lse, dl, ds, ds_ld, head0,
-                                                               heads, sh.L, sh.S, d, s, s_log2);
-        RTX_CUDA_CHECK_LAUNCH();
+      // dk/dv of heads [head0, head0 + heads) with query tiles of kDkdvStreamRows[rows] rows; false when
+      // they do not fit in shared memory.
+      const auto dkdv = [&](int rows, int64_t head0, int64_t heads) {
+        bool fits = false;
+        with_index<kDkdvStreamRowsCount>(rows, [&](auto rows_tag) {
+          constexpr int kQ = kDkdvStreamRows[decltype(rows_tag)::value];
+          if constexpr (sizeof(T) == 2 || kQ == kMmaStreamRows<kD>) {  // float32 has the default only
+            const size_t bytes = mma_backward_shared_bytes<Bits>(kD, kQ);
+            if (bytes > shared_memory_optin(device)) return;
+            const auto kernel = attention_mma_dkdv_kernel<T, kD, kCausal, kQ>;
+            allow_shared_memory(kernel, bytes);
+            kernel<<<static_cast<unsigned>(k_tiles * heads), kMmaThreads, bytes, stream>>>(
+                bits_of(dk), bits_of(dv), bits_of(g), bits_of(q), bits_of(k), bits_of(v), lse, dl, ds, ds_ld, head0,
+                heads, sh.L, sh.S, d, s, s_log2);
+            RTX_CUDA_CHECK_LAUNCH();
+            fits = true;
+          }
+        });
+        return fits;
       };
+      constexpr int kDefaultRows = kMmaStreamRows<kD> == kDkdvStreamRows[0] ? 0 : 1;
+      static_assert(kDkdvStreamRows[kDefaultRows] == kMmaStreamRows<kD>, "the default is a candidate");
+      int rows = kDefaultRows;
       if constexpr (sizeof(T) == 2) {
+        rows = detail::tuned_choice(device, stream, "attention_dkdv", shape_class<T, kD, kCausal>(sh),
+                                    kDkdvStreamRowsCount, kDefaultRows,
+                                    [&](int c) { return dkdv(c, 0, group > 0 ? group : sh.bh); });
         if (group > 0) {
           const size_t ds_bytes =
               sizeof(Bits) * 2 * kMmaRows * (kMmaRowStride<Bits, kMmaRows> + kMmaRowStride<Bits, kD>);
           allow_shared_memory(attention_mma_dq_stored_kernel<T, kD, kCausal>, ds_bytes);
           for (int64_t head0 = 0; head0 < sh.bh; head0 += group) {
             const int64_t heads = std::min(group, sh.bh - head0);
-            dkdv(head0, heads);
+            dkdv(rows, head0, heads);
             attention_mma_dq_stored_kernel<T, kD, kCausal>
                 <<<static_cast<unsigned>(q_tiles * heads), kMmaThreads, ds_bytes, stream>>>(
                     bits_of(dq), bits_of(k), ds, ds_ld, head0, heads, sh.L, sh.S, d, q_tiles, s);
@@ -1388,7 +1557,8 @@ void mma_backward(const AttentionShape& sh, Heads<T> dq, Heads<T> dk, Heads<T> d
           return;
         }
       }
-      dkdv(0, sh.bh);
+      dkdv(rows, 0, sh.bh);
+      const size_t bytes = mma_backward_shared_bytes<Bits>(kD, kMmaStreamRows<kD>);
       allow_shared_memory(attention_mma_dq_kernel<T, kD, kCausal>, bytes);
       attention_mma_dq_kernel<T, kD, kCausal><<<static_cast<unsigned>(q_tiles * sh.bh), kMmaThreads, bytes, stream>>>(
           bits_of(dq), bits_of(g), bits_of(q), bits_of(k), bits_of(v), lse, dl, sh.bh, sh.L, sh.S, d, q_tiles, s,
@@ -1414,8 +1584,8 @@ AttentionPath attention_path(const AttentionShape& sh, std::initializer_list<Hea
 #else
   const int64_t rows = std::max(sh.L, sh.S);
   if (sh.L == 0 || sh.S == 0 || sh.d > 128 || sh.bh * ceil_div(rows, 64) > INT_MAX) return AttentionPath::kGeneric;
-  int shared_optin = 0, major = 0;
-  RTX_CUDA_CHECK(cudaDeviceGetAttribute(&shared_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const size_t shared_optin = shared_memory_optin(device);
+  int major = 0;
   RTX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   const int d_pad = sh.d <= 64 ? 64 : 128;
   const bool aligned = std::all_of(operands.begin(), operands.end(),
@@ -1424,11 +1594,12 @@ AttentionPath attention_path(const AttentionShape& sh, std::initializer_list<Hea
   if constexpr (sizeof(T) == 2 || std::is_same_v<T, float>) {
     const bool allowed = sizeof(T) == 2 || get_float32_matmul_precision() != "highest";
     if (allowed && sh.d % (16 / sizeof(T)) == 0 && aligned && major >= 8 &&
-        mma_backward_shared_bytes<MmaBits<T>>(d_pad) <= static_cast<size_t>(shared_optin))
+        std::max(mma_forward_shared_bytes<T>(d_pad),
+                 mma_backward_shared_bytes<MmaBits<T>>(d_pad, default_stream_rows(d_pad))) <= shared_optin)
       return AttentionPath::kTensorCores;
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (std::max(float_dkdv_shared_bytes(d_pad), float_dq_shared_bytes(d_pad)) <= static_cast<size_t>(shared_optin))
+    if (std::max(float_dkdv_shared_bytes(d_pad), float_dq_shared_bytes(d_pad)) <= shared_optin)
       return AttentionPath::kFloatTiles;
   }
   return AttentionPath::kGeneric;
@@ -1442,7 +1613,7 @@ void forward(const AttentionShape& sh, Heads<T> out, opmath_t<T>* lse, Heads<con
 #if !defined(__HIP_PLATFORM_AMD__)
     case AttentionPath::kTensorCores:
       if constexpr (sizeof(T) == 2 || std::is_same_v<T, float>)
-        mma_forward<T>(sh, out, lse, q, k, v, scale, causal, stream);
+        mma_forward<T>(sh, out, lse, q, k, v, scale, causal, device, stream);
       return;
     case AttentionPath::kFloatTiles:
       if constexpr (std::is_same_v<T, float>) float_forward(sh, out, lse, q, k, v, scale, causal, stream);

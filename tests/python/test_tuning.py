@@ -1,7 +1,8 @@
 """Kernel auto-tuning on the GPU as a user meets it: the first process measures the products,
 layer norms and convolutions (one with a bias, which the trials overwrite) of a small model step and writes the GPU model's tuning cache under RTX_TUNE_CACHE; the
 next starts from that file (measures nothing, gives the same bits); RTX_TUNE=0 uses the built-in
-choices and leaves the file alone; a damaged file is measured again. Each process is a fresh
+choices and leaves the file alone; a damaged file is measured again. Every tiling of the attention
+forward and backward, forced through the cache file, gives float64's attention and its gradients. Each process is a fresh
 interpreter, since the switch and the cache are read once per process."""
 import os
 import subprocess
@@ -42,15 +43,97 @@ STEP = textwrap.dedent("""
 """)
 
 
-def run_step(tmp_path, name, **env):
-    script = tmp_path / "step.py"
-    script.write_text(STEP)
+ATTENTION = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import rustytorch as torch
+    import rustytorch.nn.functional as F
+
+    rng = np.random.default_rng(1)
+    out = {}
+    # (batch, heads, L, S, head size, causal): both padded head sizes, ragged tiles, masks
+    shapes = [(2, 3, 200, 200, 64, True), (1, 2, 130, 70, 128, False), (1, 2, 300, 300, 128, True),
+              (2, 2, 77, 77, 40, False)]
+    for i, (b, h, L, S, d, causal) in enumerate(shapes):
+        arrays = [rng.standard_normal(shape).astype(np.float32) for shape in ((b, h, L, d), (b, h, S, d), (b, h, S, d))]
+        q, k, v = (torch.tensor(a).cuda().bfloat16().requires_grad_() for a in arrays)
+        g = torch.tensor(rng.standard_normal((b, h, L, d)).astype(np.float32)).cuda().bfloat16()
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        y.backward(g)
+        for name, t in (("q", q), ("k", k), ("v", v), ("g", g), ("y", y)):
+            out[f"{name}{i}"] = t.float().detach().cpu().numpy()
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            out[f"d{name}{i}"] = t.grad.float().cpu().numpy()
+        out[f"causal{i}"] = np.array(causal)
+    np.savez(sys.argv[1], **out)
+""")
+
+
+def attention_reference(q, k, v, g, causal):
+    """float64 attention and its gradients (dq, dk, dv) at scale 1/sqrt(d)."""
+    q, k, v, g = (a.astype(np.float64) for a in (q, k, v, g))
+    scale = 1 / np.sqrt(q.shape[-1])
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    dp = g @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    return p @ v, ds @ k * scale, np.swapaxes(ds, -1, -2) @ q * scale, np.swapaxes(p, -1, -2) @ g
+
+
+def run_script(tmp_path, source, name, **env):
+    script = tmp_path / "script.py"
+    script.write_text(source)
     out = tmp_path / f"{name}.npz"
     full_env = {**os.environ, "RTX_LOG_LEVEL": "info", **env}
     proc = subprocess.run([sys.executable, str(script), str(out)], env=full_env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     return dict(np.load(out)), proc.stderr
+
+
+def run_step(tmp_path, name, **env):
+    return run_script(tmp_path, STEP, name, **env)
+
+
+def test_every_attention_tiling_gives_the_reference(tmp_path):
+    tuned_cache = tmp_path / "tuned"
+    _, log = run_script(tmp_path, ATTENTION, "tuned", RTX_TUNE_CACHE=str(tuned_cache))
+    assert "tuned attention_forward" in log and "tuned attention_dkdv" in log, log
+    (tuned_file,) = cache_files(tuned_cache)
+    lines = tuned_file.read_text().splitlines()
+    for kernel in ("attention_forward", "attention_dkdv"):
+        assert sum(ln.startswith(kernel + "\t") for ln in lines) == 4, lines
+
+    def forced_line(line, choice):
+        fields = line.split("\t")
+        if fields[0] == "attention_forward":
+            fields[2] = str(choice)  # three tilings
+        elif fields[0] == "attention_dkdv":
+            fields[2] = str(choice % 2)  # two row counts of the streamed query tiles
+        return "\t".join(fields)
+
+    results = []
+    for choice in range(3):
+        # The tuned file with every attention shape class set to these choices.
+        forced = tmp_path / f"forced{choice}"
+        forced.mkdir()
+        (forced / tuned_file.name).write_text("\n".join(forced_line(ln, choice) for ln in lines) + "\n")
+        result, log = run_script(tmp_path, ATTENTION, f"forced{choice}", RTX_TUNE_CACHE=str(forced))
+        assert "tuned attention" not in log, log
+        results.append(result)
+        for i in range(4):
+            want = attention_reference(*(result[f"{n}{i}"] for n in "qkvg"), bool(result[f"causal{i}"]))
+            for name, ref in zip(("y", "dq", "dk", "dv"), want):
+                got = result[f"{name}{i}"]
+                err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+                assert err < 1.5e-2, (choice, i, name, err)
+    # Forward tilings that stream the same keys per tile (the first two) give the same bits, and so do
+    # the dk/dv kernel's row counts.
+    for key in results[0]:
+        np.testing.assert_array_equal(results[0][key], results[1][key], err_msg=key)
 
 
 def cache_files(directory):
