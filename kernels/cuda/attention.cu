@@ -1483,7 +1483,7 @@ void mma_forward(const AttentionShape& sh, Heads<T> out, float* lse, Heads<const
       if constexpr (kForwardTilingsOf<T> > 1) {
         tiling = detail::tuned_choice(device, stream, "attention_forward", shape_class<T, kD, kCausal>(sh),
                                       kForwardTilingsOf<T>,
-                                      kD > 64 ? 2 : 1, [&](int c) {
+                                      kD > 64 ? 1 : 0, [&](int c) {
                                         launch(c);
                                         return true;
                                       });
