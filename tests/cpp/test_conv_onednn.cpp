@@ -6,31 +6,22 @@
 // below the "highest" float32 precision. Also a gradient check of the float32 path, more problems
 // than the primitive cache holds, both thread counts, and the cases left to im2col (float64,
 // float16, empty batches, oneDNN switched off), and the weight gradient's reuse of the input
-// gradient's converted output gradient.
+// gradient's converted output gradient. The narrow first-layer kernels are switched off here.
 #include "rtx/config.h"
 
 #if RTX_WITH_ONEDNN
 
-#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/conv_onednn.h"
-#include "test_utils.h"
+#include "conv_cases.h"
 
 namespace rtx::testing {
 namespace {
 
-using Pair = std::array<int64_t, 2>;
-
-struct Case {
-  std::string name;
-  Shape x, w;
-  Pair stride, padding, dilation;
-  int64_t groups;
-  bool bias;
-};
+using Case = ConvCase;
 
 const std::vector<Case> kCases = {
     {"cnn_conv1", {2, 1, 28, 28}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},
@@ -46,35 +37,6 @@ const std::vector<Case> kCases = {
     {"kernel_as_large_as_padded_input", {1, 2, 3, 3}, {2, 2, 5, 5}, {1, 1}, {1, 1}, {1, 1}, 1, true},
 };
 
-Shape shape_of(const Pair& p) { return {p[0], p[1]}; }
-
-// The output and the gradients of x, weight and bias (undefined without a bias) for upstream
-// gradient g, as float64, computed in the dtype of the inputs.
-TensorList conv_with_grads(const Case& c, const Tensor& x0, const Tensor& w0, const Tensor& b0, const Tensor& g) {
-  const Tensor x = x0.detach().requires_grad_(), w = w0.detach().requires_grad_();
-  const Tensor b = c.bias ? b0.detach().requires_grad_() : Tensor();
-  const Tensor out = conv2d(x, w, b, shape_of(c.stride), shape_of(c.padding), shape_of(c.dilation), c.groups);
-  out.backward(g.to(out.dtype()));
-  return {out.to(kFloat64), x.grad().to(kFloat64), w.grad().to(kFloat64), c.bias ? b.grad().to(kFloat64) : Tensor()};
-}
-
-// The output shape of case c (for the upstream gradient).
-Shape out_shape(const Case& c) {
-  auto size = [&](int i) {
-    return (c.x[2 + i] + 2 * c.padding[i] - c.dilation[i] * (c.w[2 + i] - 1) - 1) / c.stride[i] + 1;
-  };
-  return {c.x[0], c.w[0], size(0), size(1)};
-}
-
-// Switches oneDNN off for a scope.
-class Im2colGuard {
- public:
-  Im2colGuard() { cpu::set_onednn_conv_enabled(false); }
-  ~Im2colGuard() { cpu::set_onednn_conv_enabled(true); }
-  Im2colGuard(const Im2colGuard&) = delete;
-  Im2colGuard& operator=(const Im2colGuard&) = delete;
-};
-
 // Runs the case in dtype with oneDNN, with im2col and in float64, from inputs of the given kind
 // (quarters: exact sums; otherwise irregular values), and checks that oneDNN computed all three
 // convolutions of the oneDNN run (none in bfloat16 on a CPU where oneDNN has no bfloat16 kernels).
@@ -82,10 +44,8 @@ struct Runs {
   TensorList onednn, im2col, reference;
 };
 Runs run_case(const Case& c, DType dtype, bool quarter_data) {
-  const auto data = [&](const Shape& s, uint64_t seed) {
-    return quarter_data ? quarter_tensor(s, seed, Device(kCPU), dtype)
-                        : make(smooth(numel(s), seed), s, Device(kCPU), kFloat64).to(dtype);
-  };
+  const SwitchedOff narrow(cpu::set_narrow_conv_enabled);  // these tests are about oneDNN's kernels
+  const auto data = [&](const Shape& s, uint64_t seed) { return conv_data(s, seed, dtype, quarter_data); };
   const Tensor x = data(c.x, 1), w = data(c.w, 2), b = data({c.w[0]}, 3), g = data(out_shape(c), 4);
   Runs r;
   const int64_t before = cpu::onednn_conv_runs();
@@ -95,20 +55,15 @@ Runs run_case(const Case& c, DType dtype, bool quarter_data) {
       << c.name << " " << dtype << ": oneDNN " << (onednn ? "did not compute" : "computed")
       << " the forward and both gradients";
   {
-    Im2colGuard im2col;
+    const SwitchedOff im2col(cpu::set_onednn_conv_enabled);
     r.im2col = conv_with_grads(c, x, w, b, g);
   }
   r.reference = conv_with_grads(c, x.to(kFloat64), w.to(kFloat64), b.to(kFloat64), g.to(kFloat64));
   return r;
 }
 
-const char* kParts[] = {"output", "input gradient", "weight gradient", "bias gradient"};
-
 void expect_close(const TensorList& actual, const TensorList& expected, double rtol, double atol, const std::string& what) {
-  for (size_t i = 0; i < actual.size(); ++i) {
-    if (!expected[i].defined()) continue;
-    EXPECT_TRUE(all_close(actual[i], expected[i], rtol, atol)) << what << " " << kParts[i];
-  }
+  expect_conv_close(actual, expected, rtol, atol, what);
 }
 
 TEST(OnednnConvTest, ExactOnQuarterDataLikeIm2colAndFloat64) {
@@ -160,7 +115,7 @@ TEST(OnednnConvTest, TransposedConvolutionMatchesIm2col) {
   EXPECT_EQ(cpu::onednn_conv_runs() - before, 1);
   Tensor im2col;
   {
-    Im2colGuard guard;
+    const SwitchedOff guard(cpu::set_onednn_conv_enabled);
     im2col = run(x, w, b);
   }
   EXPECT_EQ(onednn.sizes(), (Shape{2, 4, 10, 12}));
@@ -200,6 +155,7 @@ TEST(OnednnConvTest, EitherThreadCount) {
 
 TEST(OnednnConvTest, MoreProblemsThanTheCacheHolds) {
   // 80 forward problems (the cache keeps 64), then the first ones again after their eviction.
+  const SwitchedOff narrow(cpu::set_narrow_conv_enabled);  // which would take these two-channel inputs
   const Tensor w = quarter_tensor({3, 2, 3, 3}, 21, Device(kCPU), kFloat32);
   const auto check = [&](int64_t size) {
     const Tensor x = quarter_tensor({1, 2, size, 5}, 22, Device(kCPU), kFloat32);
@@ -262,7 +218,7 @@ TEST(OnednnConvTest, CasesLeftToIm2col) {
   EXPECT_EQ(cpu::onednn_conv_runs(), before);
   // Switched off, float32 runs im2col too.
   {
-    Im2colGuard guard;
+    const SwitchedOff guard(cpu::set_onednn_conv_enabled);
     conv2d(quarter_tensor(c.x, 34, Device(kCPU), kFloat32), w.detach(), {}, shape_of(c.stride), shape_of(c.padding));
   }
   EXPECT_EQ(cpu::onednn_conv_runs(), before);

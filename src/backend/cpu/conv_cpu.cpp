@@ -2,14 +2,16 @@
 // col2im, the weight gradient im2col + GEMM accumulated over images (a 1x1, stride-1, unpadded kernel
 // uses the image itself as its column matrix). float16/bfloat16 run in float. Images run concurrently
 // on OpenMP threads with single-threaded GEMMs when there are enough of them; otherwise one after
-// another, each GEMM threaded by BLAS (never both thread pools at once). In a build with oneDNN,
-// float32 and bfloat16 convolutions go to oneDNN first (conv_onednn.cpp), and these kernels compute
-// the cases it does not take.
+// another, each GEMM threaded by BLAS (never both thread pools at once). float32 first layers with
+// few input channels go to the direct kernels of conv_narrow.cpp first; in a build with oneDNN,
+// float32 and bfloat16 convolutions then go to oneDNN (conv_onednn.cpp), and these kernels compute
+// the cases neither takes.
 #include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "backend/cpu/blas.h"
+#include "backend/cpu/conv_narrow.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/parallel.h"
 #include "dispatch/conv.h"
@@ -253,6 +255,7 @@ void dispatch_blas(DType t, const F& f) {
 }
 
 void conv2d_cpu(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
+  if (narrow_conv2d(out, x, weight, bias, p)) return;
 #if RTX_WITH_ONEDNN
   if (onednn_conv2d(out, x, weight, bias, p)) return;
 #endif
@@ -279,9 +282,11 @@ void conv2d_backward_input_cpu(const Tensor& grad_x, const Tensor& grad_out, con
   });
 }
 
-// oneDNN sums the bias gradient in its pass; the im2col kernels leave it to the caller.
-bool conv2d_backward_weight_cpu(const Tensor& grad_w, [[maybe_unused]] const Tensor& grad_b, const Tensor& grad_out,
-                                const Tensor& x, const Conv2dParams& p) {
+// The narrow kernels and oneDNN sum the bias gradient in their pass; the im2col kernels leave it to the
+// caller.
+bool conv2d_backward_weight_cpu(const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out, const Tensor& x,
+                                const Conv2dParams& p) {
+  if (narrow_conv2d_backward_weight(grad_w, grad_b, grad_out, x, p)) return grad_b.defined();
 #if RTX_WITH_ONEDNN
   if (onednn_conv2d_backward_weight(grad_w, grad_b, grad_out, x, p)) return grad_b.defined();
 #endif
