@@ -27,8 +27,7 @@ namespace {
 using kernels::Conv2dParams;
 
 constexpr int64_t kLanes = 16;
-// 16 floats at any 4-byte boundary (GCC vector extension; each ISA lowers it to its own vectors).
-using Vec = float __attribute__((vector_size(kLanes * sizeof(float)), aligned(alignof(float)), may_alias));
+using Vec = Floats16;
 constexpr int64_t kMaxChannels = 3;
 constexpr int64_t kMaxTaps = 27;
 constexpr int kChannelBlock = 4;  // output channels that share each column vector in the forward

@@ -1,7 +1,8 @@
 // The oneDNN convolution kernels of the CPU backend (conv_onednn.h). Tensors are handed over in the
 // plain layouts they have (NCHW activations, OIHW or GOIHW weights); each primitive picks its own
-// layouts (blocked ones such as nChw16c, where its fast kernels need them), and reorders convert on
-// the way in and out through buffers from the library's allocator. A primitive, its reorders and
+// layouts (blocked ones such as nChw16c, where its fast kernels need them), and conversions on the way
+// in and out go through buffers from the library's allocator: channel_blocks.h between float32 NCHW
+// and nChw16c with whole channel blocks, oneDNN's reorder primitives otherwise. A primitive, its reorders and
 // their memory descriptions are made once per problem and kept in a small LRU cache keyed by the
 // direction, dtype, geometry, algorithm and OpenMP thread count (oneDNN fixes a primitive's thread
 // split when it is made, so rtx::set_num_threads gets new primitives). Scratchpads are the caller's
@@ -30,6 +31,7 @@
 
 #include <dnnl.hpp>
 
+#include "backend/cpu/channel_blocks.h"
 #include "backend/cpu/onednn_signals.h"
 #include "core/check.h"
 #include "core/tensor_impl.h"
@@ -87,13 +89,19 @@ struct Step {
   memory::desc scratch;
 };
 
-// One tensor argument of the convolution: its plain layout, the convolution's, and the reorder
-// between them (plain to inner for inputs, inner to plain for the output) when they differ.
+// How an operand gets from its plain layout to the convolution's (inputs) or back (the output).
+enum class Conversion { kNone, kChannelBlocks, kReorder };
+
+// One tensor argument of the convolution: its plain layout, the convolution's, and the conversion
+// between them: none when they are the same, channel_blocks.h between float32 NCHW and nChw16c with
+// whole channel blocks, else a reorder primitive (plain to inner for inputs, inner to plain for the
+// output).
 struct Operand {
   int arg;
   bool output;
   memory::desc plain, inner;
-  std::optional<Step> convert;
+  Conversion conversion = Conversion::kNone;
+  std::optional<Step> reorder;
 };
 
 struct Plan {
@@ -129,14 +137,26 @@ dnnl::primitive_attr user_scratchpad() {
   return attr;
 }
 
+// Whether a float32 activation goes between NCHW and nChw16c with whole channel blocks.
+bool whole_channel_blocks(const memory::desc& plain, const memory::desc& inner) {
+  const memory::dims dims = plain.dims();
+  return dims.size() == 4 && dims[1] % 16 == 0 && plain.data_type() == memory::data_type::f32 &&
+         plain == memory::desc(dims, memory::data_type::f32, Tag::nchw) &&
+         inner == memory::desc(dims, memory::data_type::f32, Tag::nChw16c);
+}
+
 Operand operand(int arg, bool output, const memory::desc& plain, const memory::desc& inner) {
-  Operand op{arg, output, plain, inner, std::nullopt};
-  if (plain != inner) {
-    const memory::desc& from = output ? inner : plain;
-    const memory::desc& to = output ? plain : inner;
-    const dnnl::reorder::primitive_desc pd(engine(), from, engine(), to, user_scratchpad());
-    op.convert = Step{dnnl::reorder(pd), pd.scratchpad_desc()};
+  Operand op{arg, output, plain, inner, Conversion::kNone, std::nullopt};
+  if (plain == inner) return op;
+  if (whole_channel_blocks(plain, inner)) {
+    op.conversion = Conversion::kChannelBlocks;
+    return op;
   }
+  const memory::desc& from = output ? inner : plain;
+  const memory::desc& to = output ? plain : inner;
+  const dnnl::reorder::primitive_desc pd(engine(), from, engine(), to, user_scratchpad());
+  op.conversion = Conversion::kReorder;
+  op.reorder = Step{dnnl::reorder(pd), pd.scratchpad_desc()};
   return op;
 }
 
@@ -298,11 +318,11 @@ class Run {
     Converted earlier = std::move(t_converted_grad_out);
     t_converted_grad_out = Converted();
     std::unordered_map<int, memory> args;
-    std::vector<std::pair<const Step*, std::unordered_map<int, memory>>> after;
+    std::vector<std::pair<const Operand*, std::pair<memory, memory>>> after;  // outputs: (inner, plain)
     for (size_t i = 0; i < plan_.operands.size(); ++i) {
       const Operand& op = plan_.operands[i];
       const memory plain(op.plain, engine(), data[i]);
-      if (!op.convert) {
+      if (op.conversion == Conversion::kNone) {
         args.emplace(op.arg, plain);
         continue;
       }
@@ -313,15 +333,15 @@ class Run {
       }
       const memory inner(op.inner, engine(), buffer(op.inner));
       if (op.output)
-        after.emplace_back(&*op.convert, std::unordered_map<int, memory>{{DNNL_ARG_FROM, inner}, {DNNL_ARG_TO, plain}});
+        after.emplace_back(&op, std::make_pair(inner, plain));
       else
-        execute(*op.convert, {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, inner}});
+        convert(op, plain, inner);
       args.emplace(op.arg, inner);
       if (is_grad_out && direction == Direction::BackwardInput)
         earlier = Converted{grad_out.impl()->storage, grad_out.version(), data[i], op.plain, op.inner, buffers_.back()};
     }
     execute(plan_.conv, std::move(args));
-    for (auto& [step, step_args] : after) execute(*step, std::move(step_args));
+    for (auto& [op, inner_plain] : after) convert(*op, inner_plain.first, inner_plain.second);
     stream_.wait();
     if (direction == Direction::BackwardInput) t_converted_grad_out = std::move(earlier);
   }
@@ -330,6 +350,21 @@ class Run {
   void* buffer(const memory::desc& md) {
     buffers_.push_back(detail::make_tensor({static_cast<int64_t>(md.get_size())}, kUInt8, Device(kCPU)));
     return buffers_.back().data_ptr();
+  }
+  // Converts op's data from `from` to `to` (plain to inner for an input, inner to plain for the output).
+  void convert(const Operand& op, const memory& from, const memory& to) {
+    if (op.conversion == Conversion::kReorder) {
+      execute(*op.reorder, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+      return;
+    }
+    stream_.wait();  // the primitives before it have written `from`
+    const memory::dims dims = op.plain.dims();
+    const auto* src = static_cast<const float*>(from.get_data_handle());
+    auto* dst = static_cast<float*>(to.get_data_handle());
+    if (op.output)
+      from_channel_blocks(dst, src, dims[0], dims[1], dims[2] * dims[3]);
+    else
+      to_channel_blocks(dst, src, dims[0], dims[1], dims[2] * dims[3]);
   }
   void execute(const Step& step, std::unordered_map<int, memory> args) {
     if (step.scratch.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, memory(step.scratch, engine(), buffer(step.scratch)));

@@ -11,6 +11,12 @@ namespace rtx::cpu {
 
 enum class VectorIsa { kBaseline, kAvx2, kAvx512 };
 
+// 16 floats at any 4-byte boundary, for loops written with explicit vectors (GCC's vector extension:
+// each ISA lowers it to its own registers, four SSE, two AVX2 or one AVX-512 vector). Load and store
+// through a pointer to it; pass it by reference.
+using Floats16 = float __attribute__((vector_size(16 * sizeof(float)), aligned(alignof(float)), may_alias));
+using Ints16 = int __attribute__((vector_size(16 * sizeof(int))));  // shuffle masks of Floats16
+
 // The widest ISA this CPU has (AVX-512 means F, BW, DQ and VL), and the one with_vector_isa builds
 // run (the widest unless set lower); exported so that tests can run the loops under each one.
 RTX_API VectorIsa cpu_vector_isa();
