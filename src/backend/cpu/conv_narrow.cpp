@@ -49,15 +49,16 @@ struct Geometry {
   int64_t row_stride() const { return chunks() * kLanes; }
 };
 
-// The geometry of a case these kernels take; false otherwise.
-bool takes(const Tensor& x, const Tensor& weight, const Tensor& out, const Conv2dParams& p, const Tensor& more,
+// The geometry of a case these kernels take; false otherwise. bias: the bias or its gradient (may be
+// undefined).
+bool takes(const Tensor& x, const Tensor& weight, const Tensor& out, const Conv2dParams& p, const Tensor& bias,
            Geometry& g) {
   if (!g_enabled.load(std::memory_order_relaxed) || p.groups != 1 || p.stride[0] != 1 || p.stride[1] != 1 ||
       p.dilation[0] != 1 || p.dilation[1] != 1)
     return false;
   for (const Tensor* t : {&x, &weight, &out})
     if (t->numel() == 0 || t->dtype() != kFloat32) return false;
-  if (more.defined() && more.dtype() != kFloat32) return false;
+  if (bias.defined() && bias.dtype() != kFloat32) return false;
   g = {x.size(0), x.size(1), x.size(2), x.size(3), weight.size(0), weight.size(2), weight.size(3),
        out.size(2), out.size(3), p.padding[0], p.padding[1]};
   return g.c <= kMaxChannels && g.taps() <= kMaxTaps;
