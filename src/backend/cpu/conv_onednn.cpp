@@ -7,7 +7,7 @@
 // direction, dtype, geometry, algorithm and OpenMP thread count (oneDNN fixes a primitive's thread
 // split when it is made, so rtx::set_num_threads gets new primitives). Scratchpads are the caller's
 // (user scratchpad mode), so threads may run one primitive at the same time. Below the "highest"
-// float32 matmul precision, forward and input-gradient convolutions of float32 use Winograd's
+// float32 matmul precision, float32 convolutions (forward, input and weight gradients) use Winograd's
 // F(4x4, 3x3) where oneDNN has it (3x3 kernels, stride 1): faster on layers of 16 channels or more,
 // with errors of about 1e-6 of the output's scale where a direct sum has 4e-7. A backward pass
 // computes the input gradient and then the weight gradient from the same output gradient: the first
@@ -75,7 +75,7 @@ Key key_of(const Problem& pr) {
           p.padding[1], p.dilation[0], p.dilation[1], p.groups, pr.winograd, omp_get_max_threads()};
 }
 
-// Whether Winograd's algorithm may compute a forward or input-gradient convolution: float32 when the
+// Whether Winograd's algorithm may compute a convolution (any direction): float32 when the
 // float32 matmul precision is below "highest" (as TF32 may on the GPU), with at least 16 input and
 // output channels per group (oneDNN pads channels to 16: on a first layer's one input channel it is
 // slower than a direct convolution).
@@ -424,9 +424,8 @@ bool onednn_conv2d_backward_input(const Tensor& grad_x, const Tensor& grad_out, 
 bool onednn_conv2d_backward_weight(const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
                                    const Tensor& x, const Conv2dParams& p) {
   if (!takes({&grad_w, &grad_out, &x}) || (grad_b.defined() && !takes({&grad_b}))) return false;
-  // Winograd's algorithm computes weight gradients no faster than a direct convolution.
   const Problem pr{Direction::BackwardWeight, grad_w.dtype(), grad_b.defined(), x.sizes(), grad_w.sizes(),
-                   grad_out.sizes(), p, false};
+                   grad_out.sizes(), p, allows_winograd(grad_w.dtype(), grad_w.sizes(), p.groups)};
   std::vector<void*> data{grad_out.data_ptr(), x.data_ptr(), grad_w.data_ptr()};
   if (grad_b.defined()) data.push_back(grad_b.data_ptr());
   return run("conv2d_backward_weight", pr, data, grad_out);
