@@ -6,7 +6,7 @@ from ._C import (  # noqa: F401  (re-exported)
     OutOfMemoryError, CheckpointError, GraphCaptureError, bool, uint8, int8, int32, int64, float16, bfloat16,
     float32, float64, float, double, half, long, int, promote_types, from_numpy, from_dlpack, manual_seed, initial_seed,
     get_rng_state, set_rng_state, use_deterministic_algorithms, are_deterministic_algorithms_enabled,
-    set_float32_matmul_precision, get_float32_matmul_precision, set_num_threads, get_num_threads,
+    set_float32_matmul_precision, get_float32_matmul_precision, set_num_threads, get_num_threads, set_flush_denormal,
     is_grad_enabled,
     _amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_, _foreach_norm, _foreach_mul_,
 )

@@ -44,6 +44,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("_built_with_cudnn") = py::bool_(RTX_WITH_CUDNN != 0);
   m.def("set_num_threads", &rtx::set_num_threads, py::arg("n"));
   m.def("get_num_threads", &rtx::get_num_threads);
+  m.def("set_flush_denormal", &rtx::set_flush_denormal, py::arg("mode"));
   m.def("use_deterministic_algorithms", &rtx::use_deterministic_algorithms, py::arg("mode"));
   m.def("are_deterministic_algorithms_enabled", &rtx::are_deterministic_algorithms_enabled);
   m.def("set_float32_matmul_precision", &rtx::set_float32_matmul_precision, py::arg("precision"));

@@ -478,6 +478,42 @@ def test_backends_switches():
     assert rt.backends.cudnn.benchmark is True and rt.backends.cudnn.enabled is True
     cudnn.benchmark = False
     assert rt.backends.mps.is_available() is False
+
+
+def flushed_products(lib):
+    """What lib computes from subnormal float32 inputs: a small tensor, one large enough to span every
+    CPU thread, and a product of normal numbers whose result is subnormal."""
+    tiny = np.array([1e-40, 1e-39, 1.0], dtype=np.float32)
+    large = np.full(1 << 17, 1e-40, dtype=np.float32)
+    return ((lib.from_numpy(tiny) * 0.5).numpy(), (lib.from_numpy(large) * 0.5).numpy(),
+            (lib.tensor([1e-30], dtype=lib.float32) * 1e-10).numpy())
+
+
+def test_set_flush_denormal():
+    if not rt.set_flush_denormal(True):
+        pytest.skip("this CPU has no flush-to-zero mode")
+    try:
+        small, large, product = flushed_products(rt)
+        np.testing.assert_array_equal(small, [0, 0, 0.5])
+        assert not large.any() and product[0] == 0
+    finally:
+        assert rt.set_flush_denormal(False)
+    small, large, product = flushed_products(rt)
+    np.testing.assert_array_equal(small, np.array([1e-40, 1e-39, 1.0], dtype=np.float32) * np.float32(0.5))
+    assert (large == np.float32(1e-40) * np.float32(0.5)).all() and product[0] != 0
+
+
+def test_set_flush_denormal_like_torch():
+    torch = pytest.importorskip("torch")
+    results = {}
+    for lib in (rt, torch):
+        assert lib.set_flush_denormal(True)
+        try:
+            results[lib.__name__] = flushed_products(lib)
+        finally:
+            lib.set_flush_denormal(False)
+    for ours, theirs in zip(results["rustytorch"], results["torch"]):
+        np.testing.assert_array_equal(ours, theirs)
     assert rt.backends.cuda.is_built() == rt._C.built_with_cuda()
     assert rt.backends.cudnn.is_available() == (rt._C._built_with_cudnn and rt.cuda.is_available())
 
