@@ -2,8 +2,8 @@
 // under every ISA this CPU has: the long-math pointwise ops (exp, sigmoid, tanh, silu, tanh GELU)
 // forward and backward, softmax and log_softmax along the last and an inner dim, cross-entropy with
 // and without class weights, label smoothing and ignored targets, causal attention on the CPU, layer
-// and batch norm, max pooling and sums over rows (a linear layer's bias gradient), in float32 and
-// bfloat16, the Adam and SGD updates (their branch-free loops and the general ones) and random draws.
+// and batch norm, max pooling, sums over rows (a linear layer's bias gradient) and convolutions (the
+// narrow first-layer kernels, oneDNN's operands in blocks of 16 channels), in float32 and bfloat16, the Adam and SGD updates (their branch-free loops and the general ones) and random draws.
 // Skips where the CPU has only the baseline.
 #include <functional>
 #include <string>
@@ -88,6 +88,12 @@ std::vector<Workload> workloads() {
       {"max_pool2d", [](const TensorList& t) { return max_pool2d(t[0], {2, 2}); }, {{2, 3, 10, 12}}},
       {"sum_over_rows", [](const TensorList& t) { return sum(t[0], {0}); }, {{1000, 37}}},
       {"linear_with_bias", [](const TensorList& t) { return linear(t[0], t[1], t[2]); }, {{300, 20}, {7, 20}, {7}}},
+      {"conv2d_three_channels",  // float32: the narrow first-layer kernels
+       [](const TensorList& t) { return conv2d(t[0], t[1], t[2], {1, 1}, {1, 1}); },
+       {{2, 3, 9, 11}, {5, 3, 3, 3}, {5}}},
+      {"conv2d_channel_blocks",  // with oneDNN: activations converted to and from blocks of 16 channels
+       [](const TensorList& t) { return conv2d(t[0], t[1], t[2], {1, 1}, {1, 1}); },
+       {{2, 16, 7, 7}, {32, 16, 3, 3}, {32}}},
   };
   return w;
 }
