@@ -3,8 +3,9 @@
 // forward and backward, softmax and log_softmax along the last and an inner dim, cross-entropy with
 // and without class weights, label smoothing and ignored targets, causal attention on the CPU, layer
 // and batch norm, max pooling, sums over rows (a linear layer's bias gradient) and convolutions (the
-// narrow first-layer kernels, oneDNN's operands in blocks of 16 channels), in float32 and bfloat16, the Adam and SGD updates (their branch-free loops and the general ones) and random draws.
-// Skips where the CPU has only the baseline.
+// narrow first-layer kernels, oneDNN's operands in blocks of 16 channels), in float32 and bfloat16,
+// the Adam and SGD updates (their branch-free loops and the general ones) and random draws. Skips
+// where the CPU has only the baseline.
 #include <functional>
 #include <string>
 #include <vector>
