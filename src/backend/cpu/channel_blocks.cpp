@@ -45,14 +45,38 @@ inline void transpose16(Floats16 (&r)[16]) {
   stage(std::integral_constant<int, 1>{});
 }
 
-// f(offset, hw) for every (image, channel block), whose blocked [hw][16] and plain [16][hw] data
-// both start `offset` floats in.
-template <typename F>
-void for_each_channel_block(int64_t n, int64_t c, int64_t hw, const F& f) {
+// dst = the transpose of src, a rows x cols tile (rows src_stride apart) into cols x rows (rows
+// dst_stride apart): in vectors when it is a whole 16 x 16 tile, else element by element.
+void transpose_tile(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t rows,
+                    int64_t cols) {
+  if (rows == kBlock && cols == kBlock) {
+    Floats16 r[16];
+    for (int64_t i = 0; i < kBlock; ++i) r[i] = *reinterpret_cast<const Floats16*>(src + i * src_stride);
+    transpose16(r);
+    for (int64_t j = 0; j < kBlock; ++j) *reinterpret_cast<Floats16*>(dst + j * dst_stride) = r[j];
+    return;
+  }
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) dst[j * dst_stride + i] = src[i * src_stride + j];
+}
+
+// For every (image, channel block), whose blocked [hw][16] and plain [16][hw] data both start at the
+// same offset: the blocked data from the plain (to_blocks) or the plain from the blocked, 16 pixels a
+// tile.
+void convert(float* dst, const float* src, int64_t n, int64_t c, int64_t hw, bool to_blocks) {
   const int64_t blocks = n * (c / kBlock);
   parallel_for(blocks, std::max<int64_t>(1, kGrainSize / (kBlock * hw)), [&](int64_t b0, int64_t b1) {
     with_vector_isa([&] {
-      for (int64_t b = b0; b < b1; ++b) f(b * kBlock * hw, hw);
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t offset = b * kBlock * hw;
+        for (int64_t p = 0; p < hw; p += kBlock) {
+          const int64_t pixels = std::min(kBlock, hw - p);
+          if (to_blocks)
+            transpose_tile(dst + offset + p * kBlock, kBlock, src + offset + p, hw, kBlock, pixels);
+          else
+            transpose_tile(dst + offset + p, hw, src + offset + p * kBlock, kBlock, pixels, kBlock);
+        }
+      }
     });
   });
 }
@@ -60,35 +84,11 @@ void for_each_channel_block(int64_t n, int64_t c, int64_t hw, const F& f) {
 }  // namespace
 
 void to_channel_blocks(float* dst, const float* src, int64_t n, int64_t c, int64_t hw) {
-  for_each_channel_block(n, c, hw, [&](int64_t offset, int64_t pixels) {
-    float* blocked = dst + offset;
-    const float* plain = src + offset;
-    int64_t p = 0;
-    for (; p + kBlock <= pixels; p += kBlock) {
-      Floats16 r[16];
-      for (int64_t ch = 0; ch < kBlock; ++ch) r[ch] = *reinterpret_cast<const Floats16*>(plain + ch * pixels + p);
-      transpose16(r);
-      for (int64_t i = 0; i < kBlock; ++i) *reinterpret_cast<Floats16*>(blocked + (p + i) * kBlock) = r[i];
-    }
-    for (; p < pixels; ++p)
-      for (int64_t ch = 0; ch < kBlock; ++ch) blocked[p * kBlock + ch] = plain[ch * pixels + p];
-  });
+  convert(dst, src, n, c, hw, true);
 }
 
 void from_channel_blocks(float* dst, const float* src, int64_t n, int64_t c, int64_t hw) {
-  for_each_channel_block(n, c, hw, [&](int64_t offset, int64_t pixels) {
-    float* plain = dst + offset;
-    const float* blocked = src + offset;
-    int64_t p = 0;
-    for (; p + kBlock <= pixels; p += kBlock) {
-      Floats16 r[16];
-      for (int64_t i = 0; i < kBlock; ++i) r[i] = *reinterpret_cast<const Floats16*>(blocked + (p + i) * kBlock);
-      transpose16(r);
-      for (int64_t ch = 0; ch < kBlock; ++ch) *reinterpret_cast<Floats16*>(plain + ch * pixels + p) = r[ch];
-    }
-    for (; p < pixels; ++p)
-      for (int64_t ch = 0; ch < kBlock; ++ch) plain[ch * pixels + p] = blocked[p * kBlock + ch];
-  });
+  convert(dst, src, n, c, hw, false);
 }
 
 }  // namespace rtx::cpu

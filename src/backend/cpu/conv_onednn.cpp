@@ -140,8 +140,7 @@ dnnl::primitive_attr user_scratchpad() {
 // Whether a float32 activation goes between NCHW and nChw16c with whole channel blocks.
 bool whole_channel_blocks(const memory::desc& plain, const memory::desc& inner) {
   const memory::dims dims = plain.dims();
-  return dims.size() == 4 && dims[1] % 16 == 0 && plain.data_type() == memory::data_type::f32 &&
-         plain == memory::desc(dims, memory::data_type::f32, Tag::nchw) &&
+  return dims.size() == 4 && dims[1] % 16 == 0 && plain == memory::desc(dims, memory::data_type::f32, Tag::nchw) &&
          inner == memory::desc(dims, memory::data_type::f32, Tag::nChw16c);
 }
 
