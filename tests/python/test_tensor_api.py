@@ -459,6 +459,30 @@ def test_generator_seeds_copies_and_default():
     assert rt.initial_seed() == 13
 
 
+def test_cuda_seeding_sets_the_shared_generator():
+    # The calls of training scripts (nanoGPT's sample.py seeds both; checkpoints keep the CUDA state);
+    # they work without a GPU, as PyTorch's seeding does.
+    rt.manual_seed(1337)
+    want = rt.rand(4)
+    rt.manual_seed(1337)
+    rt.cuda.manual_seed(1337)
+    assert rt.equal(rt.rand(4), want)
+    for seed_fn in (rt.cuda.manual_seed, rt.cuda.manual_seed_all):
+        assert seed_fn(21) is None
+        assert rt.initial_seed() == 21 == rt.cuda.initial_seed()
+    rt.cuda.seed_all()
+    assert isinstance(rt.cuda.initial_seed(), int)
+    state = rt.cuda.get_rng_state()
+    first = rt.rand(5)
+    rt.cuda.set_rng_state(state)
+    assert rt.equal(rt.rand(5), first)
+    states = rt.cuda.get_rng_state_all()
+    assert len(states) == max(rt.cuda.device_count(), 1) and all(s == rt.get_rng_state() for s in states)
+    second = rt.rand(5)
+    rt.cuda.set_rng_state_all(states)
+    assert rt.equal(rt.rand(5), second)
+
+
 # ---- backends, inference_mode, compile, small functions ------------------------------------------------
 
 def test_backends_switches():

@@ -1,5 +1,5 @@
 """rustytorch.cuda: devices, synchronization, streams, events, the caching allocator's
-statistics and CUDA graphs. Importable everywhere; without a GPU is_available() is False and the rest raise
+statistics, seeding and CUDA graphs. Importable everywhere; without a GPU is_available() is False and the rest raise
 DeviceError saying why."""
 from .._C import _cuda
 
@@ -102,5 +102,8 @@ def is_bf16_supported(including_emulation=True):
 
 
 from . import amp  # noqa: E402,F401  (rustytorch.cuda.amp: autocast and GradScaler for 'cuda')
+from .random import (  # noqa: E402,F401  (re-exported)
+    manual_seed, manual_seed_all, seed, seed_all, initial_seed, get_rng_state, set_rng_state, get_rng_state_all,
+    set_rng_state_all)
 from .graphs import (  # noqa: E402,F401  (re-exported)
     CUDAGraph, graph, graph_pool_handle, graphed_step, is_current_stream_capturing, make_graphed_callables)
