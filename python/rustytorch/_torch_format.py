@@ -4,8 +4,9 @@ bytes), <archive>/byteorder and <archive>/version.
 
 The pickle is read by a restricted unpickler: find_class allows only the globals that describe
 tensors and plain data (the tensor and parameter rebuild functions, the typed storage classes,
-UntypedStorage, dtypes, torch.Size, torch.device, collections.OrderedDict); any other global raises
-CheckpointError naming it, so loading never runs code from the file. Each storage becomes one 1-d
+UntypedStorage, dtypes, torch.Size, torch.device, collections.OrderedDict) and the classes the
+program marked as trusted (serialization.add_safe_globals, as for PyTorch's weights-only loads); any
+other global raises CheckpointError naming it, so loading never runs code the file names. Each storage becomes one 1-d
 tensor (placed as map_location says), and every tensor is an as_strided view of its storage with
 the saved sizes, strides and offset, so tensors that shared a storage share memory again."""
 import io
@@ -17,7 +18,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from . import _C
+from . import _C, _trusted_classes
 
 _TYPED_STORAGES = {
     "DoubleStorage": _C.float64, "FloatStorage": _C.float32, "HalfStorage": _C.float16,
@@ -176,14 +177,16 @@ class _Unpickler(pickle.Unpickler):
         self._globals.update({f"torch.{k}": v for k, v in _DTYPES.items()})
 
     def find_class(self, module, name):
-        found = self._globals.get(f"{module}.{name}")
+        found = self._globals.get(f"{module}.{name}") or _trusted_classes.find(f"{module}.{name}")
         if found is not None:
             return found
         if f"{module}.{name}" in _UNSUPPORTED:
             self._rebuilder.fail(f"the checkpoint holds {_UNSUPPORTED[f'{module}.{name}']} data ({module}.{name}); "
                                  "rustytorch has no such dtype")
         self._rebuilder.fail(f"the pickle refers to the global {module}.{name}, which rustytorch does not load: it "
-                             "loads tensors and plain data only, never code or other objects")
+                             "loads tensors, plain data and objects of the classes you mark as trusted, never code; "
+                             f"if {name} is a class of yours holding plain data, call "
+                             f"rustytorch.serialization.add_safe_globals([{name}]) first")
 
     def persistent_load(self, pid):
         return self._rebuilder.persistent_load(pid)

@@ -1,12 +1,15 @@
 """rustytorch.save / rustytorch.load: checkpoints of nested Python structures (dict, OrderedDict,
-list, tuple, tensors, numbers, strings, None, dtypes, devices) as valid safetensors files.
+list, tuple, tensors, numbers, strings, None, dtypes, devices, and plain objects such as config
+dataclasses) as valid safetensors files.
 
 The tensors are the file's named entries (named by their path in the structure, e.g.
 "model.wte.weight"); the structure is plain JSON in the `__metadata__` map under
 "rustytorch.checkpoint": {"version": 1, "locations": {entry: saved device}, "root": node}. A node is
 a JSON string, number, true/false or null for those Python values, or an object with a "kind":
 dict / ordered_dict ("items": [[key node, value node], ...]), list / tuple ("items": [nodes]),
-tensor ("entry", "requires_grad"), float ("value": "inf", "-inf" or "nan"), dtype / device ("name").
+tensor ("entry", "requires_grad"), float ("value": "inf", "-inf" or "nan"), dtype / device ("name"),
+object ("class": "module.qualname", "state": a dict node of its attributes; loaded only for classes
+marked trusted with add_safe_globals, as PyTorch's weights-only loads do).
 A tensor reached twice (the same tensor object, or tensors viewing exactly the same memory with the
 same shape and strides, such as tied weights in a state dict) is stored once and loads as one tensor
 object; views sharing memory only in part are stored separately.
@@ -19,7 +22,8 @@ import math
 import os
 from collections import OrderedDict
 
-from . import _C, _safetensors, _torch_format
+from . import _C, _safetensors, _torch_format, _trusted_classes
+from ._trusted_classes import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals  # noqa: F401
 
 _KEY = "rustytorch.checkpoint"
 _VERSION = 1
@@ -59,21 +63,28 @@ class _Writer:
         if isinstance(obj, _C.device):
             return {"kind": "device", "name": str(obj)}
         kind = _CONTAINERS.get(type(obj))
-        if kind is None:
-            raise TypeError(f"rustytorch.save: {_where(path)} is a {type(obj).__module__}.{type(obj).__qualname__}; "
+        state = _object_state(obj, path) if kind is None else None
+        if kind is None and state is None:
+            raise TypeError(f"rustytorch.save: {_where(path)} is a {_trusted_classes.class_name(type(obj))}; "
                             "a checkpoint holds tensors, dict, OrderedDict, list, tuple, int, float, bool, str, "
-                            "None, dtypes and devices")
+                            "None, dtypes, devices and objects whose state is their attributes (dataclasses, "
+                            "argparse.Namespace)")
         if depth >= _MAX_DEPTH:
             raise _C.ValueError(f"rustytorch.save: {_where(path)} nests containers deeper than {_MAX_DEPTH} levels")
         if id(obj) in self._open:
-            raise _C.ValueError(f"rustytorch.save: {_where(path)} is a {kind} that contains itself")
+            raise _C.ValueError(f"rustytorch.save: {_where(path)} is {f'a {kind}' if kind else 'an object'} that "
+                                "contains itself")
         self._open.add(id(obj))
-        if kind in ("dict", "ordered_dict"):
-            items = [[self.node(k, path, depth + 1), self.node(v, path + (k,), depth + 1)] for k, v in obj.items()]
+        if kind is None:
+            node = {"kind": "object", "class": _trusted_classes.class_name(type(obj)),
+                    "state": self.node(state, path, depth + 1)}
+        elif kind in ("dict", "ordered_dict"):
+            node = {"kind": kind, "items": [[self.node(k, path, depth + 1), self.node(v, path + (k,), depth + 1)]
+                                            for k, v in obj.items()]}
         else:
-            items = [self.node(v, path + (i,), depth + 1) for i, v in enumerate(obj)]
+            node = {"kind": kind, "items": [self.node(v, path + (i,), depth + 1) for i, v in enumerate(obj)]}
         self._open.discard(id(obj))
-        return {"kind": kind, "items": items}
+        return node
 
     def _tensor(self, t, path):
         # Tensors without elements have no memory to compare: only the same object is shared.
@@ -90,9 +101,29 @@ class _Writer:
         return {"kind": "tensor", "entry": name, "requires_grad": t.requires_grad}
 
 
+def _object_state(obj, path):
+    """The attributes pickle would save for obj, as a dict, when obj is a plain object (its class
+    reduces it the default way and keeps its state in a dict), else None."""
+    cls = type(obj)
+    if cls.__reduce_ex__ is not object.__reduce_ex__ or cls.__reduce__ is not object.__reduce__:
+        return None
+    getstate = getattr(obj, "__getstate__", None)
+    state = getstate() if getstate is not None else getattr(obj, "__dict__", None)
+    if state is None:
+        state = {} if hasattr(obj, "__dict__") else None
+    if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+        return None
+    if "<locals>" in cls.__qualname__:
+        raise TypeError(f"rustytorch.save: {_where(path)} is a {cls.__qualname__}, a class defined inside a function, "
+                        "which rustytorch.load could not find by name; define the class at module level, or save "
+                        "vars() of the object")
+    return dict(state)
+
+
 def save(obj, f):
     """Saves obj (any nesting of dict, OrderedDict, list, tuple, tensors, Parameters, int, float,
-    bool, str, None, dtypes and devices) to f: a path (written atomically) or a binary file object."""
+    bool, str, None, dtypes, devices and plain objects such as dataclasses, whose attributes are
+    saved) to f: a path (written atomically) or a binary file object."""
     is_path = isinstance(f, (str, os.PathLike))
     if not is_path and not hasattr(f, "write"):
         raise TypeError(f"rustytorch.save: f must be a path or a binary file object, got {type(f).__name__}")
@@ -220,6 +251,8 @@ class _Reader:
             return out
         if kind == "tensor":
             return self._tensor(n.get("entry"), n.get("requires_grad"))
+        if kind == "object":
+            return self._object(n.get("class"), n.get("state"), depth)
         if kind == "float" and n.get("value") in _NON_FINITE:
             return float(n["value"])
         if kind == "dtype" and n.get("name") in _DTYPES:
@@ -230,6 +263,27 @@ class _Reader:
             except _C.Error:
                 self.fail(f"{n['name']!r} is not a device")
         self.fail(f"unknown structure node {json.dumps(n)[:200]}")
+
+    def _object(self, name, state, depth):
+        if not isinstance(name, str) or not isinstance(state, dict):
+            self.fail(f"an object node needs a string 'class' and a dict node 'state', got {name!r} and {state!r}")
+        cls = _trusted_classes.find(name)
+        if cls is None:
+            self.fail(f"it holds an object of class {name}, which rustytorch.load rebuilds only once the class is "
+                      f"marked as trusted: call rustytorch.serialization.add_safe_globals([{name.rsplit('.', 1)[-1]}]) "
+                      "first, or load inside `with rustytorch.serialization.safe_globals([...]):`")
+        if depth >= _MAX_DEPTH:
+            self.fail(f"the structure nests containers deeper than {_MAX_DEPTH} levels")
+        attributes = self.node(state, depth + 1)
+        if not isinstance(attributes, dict) or not all(isinstance(k, str) for k in attributes):
+            self.fail(f"the state of a {name} object is not a dict of attribute names")
+        obj = cls.__new__(cls)
+        setstate = getattr(obj, "__setstate__", None)
+        if setstate is not None:
+            setstate(attributes)
+        else:
+            obj.__dict__.update(attributes)
+        return obj
 
     def _tensor(self, entry, requires_grad):
         if not isinstance(entry, str) or not isinstance(requires_grad, bool):
@@ -260,15 +314,18 @@ def load(f, map_location=None, *, weights_only=None, mmap=None):
     file's dict of tensors, or a PyTorch (zip format) checkpoint's object, with the tensors placed
     as map_location says: None (where they were saved), a device string or rustytorch.device, a dict
     of saved location -> target location strings, or a callable (tensor, location) -> tensor or None.
-    weights_only=False is refused: rustytorch loads only data, never code. mmap=None or False (as in
+    Saved objects are rebuilt for the classes add_safe_globals marked as trusted (others raise), as
+    in PyTorch's default weights-only loads; weights_only=False is refused: rustytorch never imports or
+    runs anything a file names. mmap=None or False (as in
     PyTorch) reads the file into memory; mmap=True (f must be a path) maps a safetensors file
     copy-on-write instead, so the CPU tensors view the file: it must then not be truncated or
     rewritten in place while they live (replacing it by a rename, as every save does, is safe)."""
     if weights_only is False:
         raise _C.CheckpointError(
             "rustytorch.load(weights_only=False): rustytorch loads only data (tensors, containers, numbers, "
-            "strings, dtypes, devices) and never runs code from a file, so it has no unrestricted mode; "
-            "call rustytorch.load without weights_only or with weights_only=True")
+            "strings, dtypes, devices, objects of the classes add_safe_globals trusts) and never imports or runs "
+            "anything a file names, so it has no unrestricted mode; call rustytorch.load without weights_only, "
+            "after rustytorch.serialization.add_safe_globals([YourClass]) for the objects the file holds")
     if not isinstance(f, (str, os.PathLike)):
         if mmap:
             raise _C.ValueError(f"rustytorch.load(mmap=True): f must be a path to map, got a {type(f).__name__}")

@@ -2,7 +2,9 @@
 bit-identically, nested structures, tied weights stored once, map_location in every form, plain
 safetensors files, PyTorch's own zip checkpoints (written by torch when it is installed, and built
 here with pickle + zipfile so that CI tests the loader too), copy.deepcopy, and hostile files."""
+import argparse
 import copy
+import enum
 import gc
 import io
 import json
@@ -11,6 +13,7 @@ import os
 import pickle
 import zipfile
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -350,6 +353,91 @@ def test_save_refuses_what_it_cannot_store(tmp_path):
     assert not os.path.exists(tmp_path / "x.pt")
 
 
+# ---- objects of trusted classes ----------------------------------------------------------------
+
+@dataclass
+class GPTConfig:
+    block_size: int = 1024
+    n_layer: int = 12
+    bias: bool = True
+    betas: tuple = (0.9, 0.95)
+
+
+class Rebuilt:
+    """A class whose __setstate__ the loader calls, as pickle does."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, rebuilt=True)
+
+
+def test_config_objects_load_once_their_class_is_trusted(tmp_path):
+    # build-nanogpt's checkpoint: the state dict, its config dataclass, the step and the val loss.
+    model = nn.Linear(3, 2)
+    checkpoint = {"model": model.state_dict(), "config": GPTConfig(n_layer=2), "step": 5, "val_loss": 3.25,
+                  "args": argparse.Namespace(lr=6e-4, device="cpu", extra=Rebuilt(2.0))}
+    path = tmp_path / "model_00005.pt"
+    rt.save(checkpoint, path)
+    with pytest.raises(rt.CheckpointError, match=r"test_checkpoint\.GPTConfig.*add_safe_globals\(\[GPTConfig\]\)"):
+        rt.load(path)
+    with rt.serialization.safe_globals([GPTConfig, argparse.Namespace]):
+        with pytest.raises(rt.CheckpointError, match=r"test_checkpoint\.Rebuilt"):
+            rt.load(path)
+    assert rt.serialization.get_safe_globals() == []
+    rt.serialization.add_safe_globals([GPTConfig, argparse.Namespace, Rebuilt])
+    try:
+        loaded = rt.load(path)
+    finally:
+        rt.serialization.clear_safe_globals()
+    assert type(loaded["config"]) is GPTConfig and loaded["config"] == GPTConfig(n_layer=2)
+    assert loaded["args"].lr == 6e-4 and loaded["args"].device == "cpu"
+    assert loaded["args"].extra.scale == 2.0 and loaded["args"].extra.rebuilt is True
+    assert loaded["step"] == 5 and loaded["val_loss"] == 3.25
+    np.testing.assert_array_equal(to_numpy(loaded["model"]["weight"]), to_numpy(model.weight))
+    with pytest.raises(TypeError, match="not a class"):
+        rt.serialization.add_safe_globals([print])
+
+
+def test_object_state_keeps_tensors_shared_and_refuses_what_cannot_load(tmp_path):
+    w = rt.ones(3)
+    holder = argparse.Namespace(weight=w, again=w, nested=argparse.Namespace())
+    with rt.serialization.safe_globals([argparse.Namespace]):
+        loaded = round_trip({"w": w, "holder": holder})
+    assert loaded["holder"].weight is loaded["w"] and loaded["holder"].again is loaded["w"]
+    assert vars(loaded["holder"].nested) == {}
+
+    class Local:
+        pass
+
+    with pytest.raises(TypeError, match="defined inside a function"):
+        rt.save({"x": Local()}, tmp_path / "x.pt")
+    loop = argparse.Namespace()
+    loop.me = loop
+    with pytest.raises(rt.ValueError, match=r"obj\['me'\] is an object that contains itself"):
+        rt.save(loop, tmp_path / "x.pt")
+    with pytest.raises(TypeError, match=r"obj\['when'\] is a test_checkpoint\.Color; a checkpoint holds"):
+        rt.save({"when": Color.RED}, tmp_path / "x.pt")
+    assert not os.path.exists(tmp_path / "x.pt")
+
+
+class Color(enum.Enum):
+    RED = 1
+
+
+def test_torch_checkpoints_with_config_objects(tmp_path):
+    torch = pytest.importorskip("torch")
+    torch.save({"config": GPTConfig(block_size=64), "w": torch.ones(2)}, tmp_path / "ckpt.pt")
+    with pytest.raises(rt.CheckpointError, match=r"test_checkpoint\.GPTConfig.*add_safe_globals\(\[GPTConfig\]\)"):
+        rt.load(tmp_path / "ckpt.pt")
+    with rt.serialization.safe_globals([GPTConfig]):
+        loaded = rt.load(tmp_path / "ckpt.pt")
+        with torch.serialization.safe_globals([GPTConfig]):
+            theirs = torch.load(tmp_path / "ckpt.pt")
+    assert loaded["config"] == theirs["config"] == GPTConfig(block_size=64)
+
+
 def tensor_node(entry, requires_grad=False):
     return {"kind": "tensor", "entry": entry, "requires_grad": requires_grad}
 
@@ -377,6 +465,11 @@ HOSTILE_STRUCTURES = {
     "json_bomb": ("[" * 100000, "not valid JSON"),
     "bad_device": ({"version": 1, "locations": {}, "root": {"kind": "device", "name": "tpu:0"}}, "not a device"),
     "bad_location": ({"version": 1, "locations": {"w": "tpu"}, "root": tensor_node("w")}, "cannot place"),
+    "untrusted_object": ({"version": 1, "locations": {}, "root": {"kind": "object", "class": "os.system",
+                                                                    "state": {"kind": "dict", "items": []}}},
+                         "os.system, which rustytorch.load rebuilds only"),
+    "object_without_state": ({"version": 1, "locations": {}, "root": {"kind": "object", "class": "x.Y"}},
+                             "needs a string 'class'"),
 }
 
 
@@ -404,7 +497,7 @@ def test_corrupt_files_raise_checkpoint_error(tmp_path):
         path.write_bytes(garbage)
         with pytest.raises(rt.CheckpointError, match=needle):
             rt.load(path)
-    with pytest.raises(rt.CheckpointError, match="never runs code"):
+    with pytest.raises(rt.CheckpointError, match="never imports or runs"):
         rt.load(io.BytesIO(data), weights_only=False)
     with pytest.raises(FileNotFoundError):
         rt.load(tmp_path / "missing.pt")
