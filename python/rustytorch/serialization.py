@@ -102,10 +102,12 @@ class _Writer:
 
 
 def _object_state(obj, path):
-    """The attributes pickle would save for obj, as a dict, when obj is a plain object (its class
-    reduces it the default way and keeps its state in a dict), else None."""
+    """The attributes pickle would save for obj, as a dict, when obj is a plain object (made by
+    object.__new__, so no built-in base such as tuple holds data of its own; reduced the default way;
+    its state a dict), else None."""
     cls = type(obj)
-    if cls.__reduce_ex__ is not object.__reduce_ex__ or cls.__reduce__ is not object.__reduce__:
+    if (cls.__new__ is not object.__new__ or cls.__reduce_ex__ is not object.__reduce_ex__ or
+            cls.__reduce__ is not object.__reduce__):
         return None
     getstate = getattr(obj, "__getstate__", None)
     state = getstate() if getstate is not None else getattr(obj, "__dict__", None)

@@ -419,6 +419,11 @@ def test_object_state_keeps_tensors_shared_and_refuses_what_cannot_load(tmp_path
         rt.save(loop, tmp_path / "x.pt")
     with pytest.raises(TypeError, match=r"obj\['when'\] is a test_checkpoint\.Color; a checkpoint holds"):
         rt.save({"when": Color.RED}, tmp_path / "x.pt")
+    # A subclass of a built-in container keeps data outside its attributes: refused, not saved empty.
+    with pytest.raises(TypeError, match=r"obj\['size'\] is a rustytorch\.Size;"):
+        rt.save({"size": rt.ones(2, 3).shape}, tmp_path / "x.pt")
+    with pytest.raises(TypeError, match=r"obj\['counts'\] is a collections\.Counter"):
+        rt.save({"counts": __import__("collections").Counter("ab")}, tmp_path / "x.pt")
     assert not os.path.exists(tmp_path / "x.pt")
 
 
