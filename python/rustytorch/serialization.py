@@ -109,7 +109,7 @@ def _object_state(obj, path):
     if (cls.__new__ is not object.__new__ or cls.__reduce_ex__ is not object.__reduce_ex__ or
             cls.__reduce__ is not object.__reduce__):
         return None
-    getstate = getattr(obj, "__getstate__", None)
+    getstate = getattr(obj, "__getstate__", None)  # every object has one from Python 3.11 on
     state = getstate() if getstate is not None else getattr(obj, "__dict__", None)
     if state is None:
         state = {} if hasattr(obj, "__dict__") else None

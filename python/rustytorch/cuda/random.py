@@ -39,8 +39,7 @@ def set_rng_state(new_state, device="cuda"):
 
 def get_rng_state_all():
     """One state per GPU (each the shared generator's; one entry where there is no GPU)."""
-    from . import device_count
-    return [get_rng_state() for _ in range(max(device_count(), 1))]
+    return [get_rng_state() for _ in range(max(_C._cuda.device_count(), 1))]
 
 
 def set_rng_state_all(new_states):
