@@ -103,6 +103,12 @@ class ProcessGroupGloo final : public ProcessGroup {
       ctx->setTimeout(timeout);
       GlooStore gs(std::move(store));
       ctx->connectFullMesh(gs, device);
+      // Every rank has connected before any returns: a rank that returned and closed its group at
+      // once would otherwise cut the connections a slower peer is still setting up.
+      ::gloo::BarrierOptions connected(ctx);
+      connected.setTag(kConnectedTag);
+      connected.setTimeout(timeout);
+      ::gloo::barrier(connected);
       ctx_ = std::move(ctx);
     } catch (const ::gloo::Exception& e) {
       throw DistBackendError(connect_failure(rank, size, attr.iface.empty() ? attr.hostname : attr.iface, timeout,
@@ -407,7 +413,9 @@ class ProcessGroupGloo final : public ProcessGroup {
   std::condition_variable cv_;
   std::deque<std::pair<std::shared_ptr<FutureWork>, std::function<void(uint32_t)>>> queue_;
   bool stop_ = false;
-  uint32_t next_tag_ = 0;  // only the worker touches it: every rank numbers its collectives alike
+  // The tag of the barrier that ends the connection; the collectives number theirs after it.
+  static constexpr uint32_t kConnectedTag = 0;
+  uint32_t next_tag_ = kConnectedTag + 1;  // only the worker touches it: every rank numbers its collectives alike
   std::thread worker_;
 };
 

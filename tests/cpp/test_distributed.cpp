@@ -70,6 +70,16 @@ TEST(Distributed, GlooAllReduceAndBroadcastInThreads) {
   }
 }
 
+// A rank that closes its group as soon as it has one must not break the setup of a slower peer's:
+// the group is made only when every rank has connected.
+TEST(Distributed, GlooGroupClosedAtOnceLeavesPeersConnected) {
+  if (!dist::is_gloo_available()) GTEST_SKIP() << "this build has no gloo backend (install libgloo-dev)";
+  for (int trial = 0; trial < 40; ++trial) {
+    const auto errors = run_rank_threads(2, 10s, gloo_group(10s), [](int, const auto&) {});
+    ASSERT_EQ(errors, (std::vector<std::string>{"", ""})) << "trial " << trial;
+  }
+}
+
 TEST(Distributed, DefaultGroupErrors) {
   EXPECT_FALSE(dist::is_initialized());
   EXPECT_TRUE(throws<ValueError>([] { dist::default_group(); }, "Default process group has not been initialized"));
