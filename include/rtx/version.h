@@ -10,6 +10,11 @@ namespace rtx {
 RTX_API const char* version();
 // Whether this build includes the CUDA backend (it may still find no GPU at run time).
 RTX_API bool built_with_cuda();
+// The version of the CUDA toolkit the CUDA backend was built with, e.g. "13.0"; "" without the backend.
+RTX_API const char* cuda_version();
+// The version of the cuDNN library in use, as cudnnGetVersion gives it (e.g. 90100 for 9.1.0); 0 in a
+// build without cuDNN.
+RTX_API int cudnn_version();
 // Sets the number of CPU threads used by kernels (OpenMP and BLAS).
 RTX_API void set_num_threads(int n);
 RTX_API int get_num_threads();

@@ -42,6 +42,8 @@ PYBIND11_MODULE(_C, m) {
   m.attr("__version__") = rtx::version();
   m.def("built_with_cuda", &rtx::built_with_cuda);
   m.attr("_built_with_cudnn") = py::bool_(RTX_WITH_CUDNN != 0);
+  m.def("_cuda_version", &rtx::cuda_version);
+  m.def("_cudnn_version", &rtx::cudnn_version);
   m.def("set_num_threads", &rtx::set_num_threads, py::arg("n"));
   m.def("get_num_threads", &rtx::get_num_threads);
   m.def("set_flush_denormal", &rtx::set_flush_denormal, py::arg("mode"));

@@ -12,10 +12,22 @@
 #include "core/check.h"
 #include "rtx/config.h"
 
+#if RTX_WITH_CUDNN
+#include <cudnn.h>
+#endif
+
 namespace rtx {
 
 const char* version() { return RTX_VERSION; }
 bool built_with_cuda() { return RTX_WITH_CUDA != 0; }
+const char* cuda_version() { return RTX_CUDA_VERSION; }
+int cudnn_version() {
+#if RTX_WITH_CUDNN
+  return static_cast<int>(cudnnGetVersion());
+#else
+  return 0;
+#endif
+}
 
 void set_num_threads(int n) {
   RTX_CHECK(n > 0, ValueError, "[set_num_threads] the thread count must be positive, got {}", n);

@@ -231,7 +231,9 @@ TEST(DistributedNccl, OneRankInputMemoryOutlivesItsTensor) {
       in = Tensor();
       const Tensor other = full({n}, -5.0, on_gpu(kFloat32));
       checked = !work->is_completed();  // still pending now, so it was when `other` was allocated
-      if (checked) EXPECT_NE(other.data_ptr(), in_memory);
+      if (checked) {
+        EXPECT_NE(other.data_ptr(), in_memory);
+      }
       work->wait();
       EXPECT_TRUE(all_close(out, full({n}, 7.0, kFloat64), 0, 0));
     }

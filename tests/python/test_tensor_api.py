@@ -593,6 +593,57 @@ def test_compile_is_an_identity():
     assert f(rt.tensor(1.0)).item() == 2.0 and g(rt.tensor(1.0)).item() == 2.0 and g.__name__ == "g"
 
 
+def test_compiler_settings_and_functions_scripts_use_around_compile():
+    # As llm.c's train_gpt2.py and others write them: settings tested with hasattr, then set.
+    import rustytorch._inductor.config as config
+    assert not hasattr(config, "a_setting_never_set")
+    if not hasattr(config, "coordinate_descent_tuning"):
+        config.coordinate_descent_tuning = True
+    config.triton.unique_kernel_names = True
+    assert config.coordinate_descent_tuning is True and config.triton.unique_kernel_names is True
+    rt._dynamo.config.cache_size_limit = 64
+    assert rt._dynamo.config.cache_size_limit == 64
+    rt._dynamo.reset()
+    rt.compiler.reset()
+    rt.compiler.cudagraph_mark_step_begin()
+    assert rt.compiler.is_compiling() is False and rt._dynamo.is_compiling() is False
+
+    @rt.compiler.disable
+    def eager(x):
+        return x + 1
+
+    @rt._dynamo.disable(recursive=False)
+    def also_eager(x):
+        return x * 2
+
+    x = rt.ones(3)
+    rt._dynamo.mark_dynamic(x, 0)
+    assert eager(x).tolist() == [2.0] * 3 and also_eager(x).tolist() == [2.0] * 3
+
+
+def test_version_facts():
+    assert rt.version.__version__ == rt.__version__ and rt.version.hip is None
+    if rt._C.built_with_cuda():
+        major, minor = rt.version.cuda.split(".")
+        assert int(major) >= 11 and int(minor) >= 0
+    else:
+        assert rt.version.cuda is None
+    if rt._C._built_with_cudnn:
+        assert rt.backends.cudnn.version() >= 8000
+    else:
+        assert rt.backends.cudnn.version() is None
+
+
+def test_cuda_memory_figures_read_zero_without_a_gpu():
+    # The last line of many training scripts, run on the CPU.
+    if rt.cuda.is_available():
+        assert rt.cuda.memory_stats()["allocated_bytes.all.current"] == rt.cuda.memory_allocated() >= 0
+        return
+    assert rt.cuda.memory_stats() == {}
+    assert rt.cuda.max_memory_allocated() == rt.cuda.memory_allocated() == 0
+    assert rt.cuda.memory_reserved() == rt.cuda.max_memory_reserved() == 0
+
+
 def test_small_functions():
     x = rt.zeros(2, 3)
     assert rt.is_tensor(x) and rt.is_tensor(rt.nn.Parameter(x)) and not rt.is_tensor([1])

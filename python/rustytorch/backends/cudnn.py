@@ -6,7 +6,7 @@
 - benchmark and enabled are kept as set: the library always takes cuDNN's heuristic choice
   (never timing, so benchmark=True changes nothing) and has no convolution path besides cuDNN on
   the GPU.
-- is_available(): whether the build has cuDNN and a GPU is usable."""
+- is_available(): whether the build has cuDNN and a GPU is usable; version(): cuDNN's version."""
 import sys
 import types
 
@@ -16,6 +16,11 @@ from . import cuda as _cuda
 
 def is_available():
     return _C._built_with_cudnn and _C._cuda.is_available()
+
+
+def version():
+    """The version of the cuDNN library in use (e.g. 90100 for 9.1.0); None in a build without cuDNN."""
+    return _C._cudnn_version() if _C._built_with_cudnn else None
 
 
 class _CudnnModule(types.ModuleType):

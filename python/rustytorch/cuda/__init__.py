@@ -1,6 +1,6 @@
 """rustytorch.cuda: devices, synchronization, streams, events, the caching allocator's
-statistics, seeding and CUDA graphs. Importable everywhere; without a GPU is_available() is False and the rest raise
-DeviceError saying why."""
+statistics, seeding and CUDA graphs. Importable everywhere; without a GPU is_available() is False, the memory figures read 0
+(as PyTorch's) and the rest raise DeviceError saying why."""
 from .._C import _cuda
 
 Stream = _cuda.Stream
@@ -46,7 +46,10 @@ def synchronize(device=None):
 
 
 def memory_stats(device=None):
-    """The caching allocator's counters, with PyTorch's key names."""
+    """The caching allocator's counters, with PyTorch's key names; empty where there is no GPU (as
+    PyTorch's, so that the memory figures below read 0 in a script run on the CPU)."""
+    if not is_available():
+        return {}
     return _cuda.memory_stats(_index(device))
 
 
@@ -59,19 +62,19 @@ def memory_summary(device=None):
 
 
 def memory_allocated(device=None):
-    return memory_stats(device)["allocated_bytes.all.current"]
+    return memory_stats(device).get("allocated_bytes.all.current", 0)
 
 
 def max_memory_allocated(device=None):
-    return memory_stats(device)["allocated_bytes.all.peak"]
+    return memory_stats(device).get("allocated_bytes.all.peak", 0)
 
 
 def memory_reserved(device=None):
-    return memory_stats(device)["reserved_bytes.all.current"]
+    return memory_stats(device).get("reserved_bytes.all.current", 0)
 
 
 def max_memory_reserved(device=None):
-    return memory_stats(device)["reserved_bytes.all.peak"]
+    return memory_stats(device).get("reserved_bytes.all.peak", 0)
 
 
 def default_stream(device=None):
