@@ -11,8 +11,8 @@ namespace rtx::data {
 
 // Reads an IDX file (the MNIST family's format: a 4-byte magic naming the element type and rank,
 // big-endian 32-bit dimensions, then big-endian data), plain or gzip-compressed, into a CPU tensor
-// of that shape. Element types: unsigned byte -> uint8, signed byte -> int8, 16- and 32-bit
-// integers -> int32, float -> float32, double -> float64. A missing, truncated, oversized or
+// of that shape. Element types: unsigned byte -> uint8, signed byte -> int8, short -> int16,
+// int -> int32, float -> float32, double -> float64. A missing, truncated, oversized or
 // malformed file raises CheckpointError naming the file (a gzip file also when its compressed data
 // is corrupt or stops before the trailer that checks it), and a path with a NUL byte ValueError.
 // The data is decoded straight into the tensor as it is read (the file is never held in memory

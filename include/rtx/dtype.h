@@ -11,12 +11,13 @@
 namespace rtx {
 
 // Ordered from the lowest to the highest promotion category: bool < integers < floats.
-enum class DType : uint8_t { Bool, UInt8, Int8, Int32, Int64, Float16, BFloat16, Float32, Float64 };
-constexpr int kNumDTypes = 9;
+enum class DType : uint8_t { Bool, UInt8, Int8, Int16, Int32, Int64, Float16, BFloat16, Float32, Float64 };
+constexpr int kNumDTypes = 10;
 
 constexpr DType kBool = DType::Bool;
 constexpr DType kUInt8 = DType::UInt8;
 constexpr DType kInt8 = DType::Int8;
+constexpr DType kInt16 = DType::Int16;
 constexpr DType kInt32 = DType::Int32;
 constexpr DType kInt64 = DType::Int64;
 constexpr DType kFloat16 = DType::Float16;
@@ -33,6 +34,7 @@ constexpr size_t element_size(DType t) {
     case DType::Bool:
     case DType::UInt8:
     case DType::Int8: return 1;
+    case DType::Int16:
     case DType::Float16:
     case DType::BFloat16: return 2;
     case DType::Int32:
@@ -48,7 +50,7 @@ constexpr bool is_floating(DType t) {
 }
 // Integer types, not counting bool.
 constexpr bool is_integral(DType t) {
-  return t == DType::UInt8 || t == DType::Int8 || t == DType::Int32 || t == DType::Int64;
+  return t == DType::UInt8 || t == DType::Int8 || t == DType::Int16 || t == DType::Int32 || t == DType::Int64;
 }
 
 // The smallest type both a and b convert to without losing their category (torch.promote_types).
@@ -69,6 +71,7 @@ struct dtype_of;
 template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
 template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::UInt8; };
 template <> struct dtype_of<int8_t> { static constexpr DType value = DType::Int8; };
+template <> struct dtype_of<int16_t> { static constexpr DType value = DType::Int16; };
 template <> struct dtype_of<int32_t> { static constexpr DType value = DType::Int32; };
 template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
 template <> struct dtype_of<Half> { static constexpr DType value = DType::Float16; };

@@ -137,6 +137,11 @@ RTX_API Tensor multinomial(const Tensor& weights, int64_t num_samples, bool repl
 
 // ---- views, shape and copies (methods of Tensor, also as functions) ------------------------------
 RTX_API Tensor view(const Tensor& t, const Shape& shape);
+// The same bytes read as another dtype (torch's view(dtype); a name of its own, as view({}) must stay
+// the 0-d shape). Of a wider or narrower type, the last
+// dimension (stride 1) shrinks or grows by the ratio of the sizes, and the other strides and the offset
+// scale with it. The result shares the memory and has no gradient.
+RTX_API Tensor view_dtype(const Tensor& t, DType dtype);
 RTX_API Tensor reshape(const Tensor& t, const Shape& shape);
 RTX_API Tensor permute(const Tensor& t, const Shape& dims);
 RTX_API Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1);

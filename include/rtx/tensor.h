@@ -153,6 +153,7 @@ class RTX_API Tensor {
 
   // ---- views (share storage, never copy) ------------------------------------------------------
   Tensor view(const Shape& shape) const;        // -1 infers one size
+  Tensor view_dtype(DType dtype) const;         // the same bytes as another dtype (rtx::view_dtype)
   Tensor reshape(const Shape& shape) const;     // a view when strides allow, else a copy
   Tensor permute(const Shape& dims) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;

@@ -3,8 +3,8 @@ backed by the rtx C++/CUDA library."""
 from . import _C
 from ._C import (  # noqa: F401  (re-exported)
     Tensor, dtype, device, Error, ShapeError, DTypeError, DeviceError, IndexError, ValueError,
-    OutOfMemoryError, CheckpointError, GraphCaptureError, bool, uint8, int8, int32, int64, float16, bfloat16,
-    float32, float64, float, double, half, long, int, promote_types, from_numpy, from_dlpack, manual_seed, initial_seed,
+    OutOfMemoryError, CheckpointError, GraphCaptureError, bool, uint8, int8, int16, int32, int64, float16, bfloat16,
+    float32, float64, float, double, half, long, int, short, promote_types, from_numpy, from_dlpack, manual_seed, initial_seed,
     get_rng_state, set_rng_state, use_deterministic_algorithms, are_deterministic_algorithms_enabled,
     set_float32_matmul_precision, get_float32_matmul_precision, set_num_threads, get_num_threads, set_flush_denormal,
     is_grad_enabled,

@@ -9,7 +9,7 @@ from . import _C
 # numpy's types for the limits; bfloat16 (which numpy lacks) is float32's exponent with 8 bits of
 # significand, so its limits are written out.
 _NUMPY = {_C.float16: np.float16, _C.float32: np.float32, _C.float64: np.float64,
-          _C.uint8: np.uint8, _C.int8: np.int8, _C.int32: np.int32, _C.int64: np.int64}
+          _C.uint8: np.uint8, _C.int8: np.int8, _C.int16: np.int16, _C.int32: np.int32, _C.int64: np.int64}
 _BFLOAT16 = {"bits": 16, "eps": 2.0 ** -7, "max": float.fromhex("0x1.fep127"), "tiny": 2.0 ** -126}
 
 

@@ -33,7 +33,7 @@ import zlib
 from . import _C
 
 _DTYPES = {
-    "BOOL": _C.bool, "U8": _C.uint8, "I8": _C.int8, "I32": _C.int32, "I64": _C.int64, "F16": _C.float16,
+    "BOOL": _C.bool, "U8": _C.uint8, "I8": _C.int8, "I16": _C.int16, "I32": _C.int32, "I64": _C.int64, "F16": _C.float16,
     "BF16": _C.bfloat16, "F32": _C.float32, "F64": _C.float64,
 }
 _NAMES = {v: k for k, v in _DTYPES.items()}

@@ -23,17 +23,18 @@ from . import _C, _trusted_classes
 _TYPED_STORAGES = {
     "DoubleStorage": _C.float64, "FloatStorage": _C.float32, "HalfStorage": _C.float16,
     "BFloat16Storage": _C.bfloat16, "LongStorage": _C.int64, "IntStorage": _C.int32, "CharStorage": _C.int8,
-    "ByteStorage": _C.uint8, "BoolStorage": _C.bool,
+    "ByteStorage": _C.uint8, "BoolStorage": _C.bool, "ShortStorage": _C.int16,
 }
 _DTYPES = {
     "float64": _C.float64, "float32": _C.float32, "float16": _C.float16, "bfloat16": _C.bfloat16,
     "int64": _C.int64, "int32": _C.int32, "int8": _C.int8, "uint8": _C.uint8, "bool": _C.bool,
+    "int16": _C.int16,
 }
 # torch globals naming element types rustytorch does not have (torch.save rebuilds the tensors of
 # the dtypes without a typed storage class, uint16 to uint64 and float8, with _rebuild_tensor_v3).
 _UNSUPPORTED = {
-    "torch.ShortStorage": "int16", "torch.ComplexFloatStorage": "complex64",
-    "torch.ComplexDoubleStorage": "complex128", "torch.int16": "int16", "torch.complex32": "complex32",
+    "torch.ComplexFloatStorage": "complex64",
+    "torch.ComplexDoubleStorage": "complex128", "torch.complex32": "complex32",
     "torch.complex64": "complex64", "torch.complex128": "complex128", "torch.uint16": "uint16",
     "torch.uint32": "uint32", "torch.uint64": "uint64", "torch.float8_e4m3fn": "float8_e4m3fn",
     "torch.float8_e5m2": "float8_e5m2",

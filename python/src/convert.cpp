@@ -38,7 +38,10 @@ int64_t index_value(py::handle item, const char* what) {
   return v;
 }
 
-bool is_index(py::handle obj) { return PyIndex_Check(obj.ptr()) && !PyBool_Check(obj.ptr()); }
+// A dtype has __index__ too (it is an enum), but is never a size or an index.
+bool is_index(py::handle obj) {
+  return PyIndex_Check(obj.ptr()) && !PyBool_Check(obj.ptr()) && !py::isinstance<DType>(obj);
+}
 
 [[noreturn]] void* refuse_uninitialised(size_t) {
   throw py::type_error(

@@ -63,6 +63,7 @@ DLDataType dl_dtype(DType t) {
     case kBool: return {kDLBool, 8, 1};
     case kUInt8: return {kDLUInt, 8, 1};
     case kInt8: return {kDLInt, 8, 1};
+    case kInt16: return {kDLInt, 16, 1};
     case kInt32: return {kDLInt, 32, 1};
     case kInt64: return {kDLInt, 64, 1};
     case kFloat16: return {kDLFloat, 16, 1};
@@ -78,6 +79,7 @@ DType rtx_dtype(const DLDataType& d) {
     if (d.code == kDLBool && d.bits == 8) return kBool;
     if (d.code == kDLUInt && d.bits == 8) return kUInt8;
     if (d.code == kDLInt && d.bits == 8) return kInt8;
+    if (d.code == kDLInt && d.bits == 16) return kInt16;
     if (d.code == kDLInt && d.bits == 32) return kInt32;
     if (d.code == kDLInt && d.bits == 64) return kInt64;
     if (d.code == kDLFloat && d.bits == 16) return kFloat16;

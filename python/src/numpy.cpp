@@ -18,13 +18,14 @@ DType dtype_of_numpy(const py::dtype& dt) {
   if (kind == 'b' && size == 1) return kBool;
   if (kind == 'u' && size == 1) return kUInt8;
   if (kind == 'i' && size == 1) return kInt8;
+  if (kind == 'i' && size == 2) return kInt16;
   if (kind == 'i' && size == 4) return kInt32;
   if (kind == 'i' && size == 8) return kInt64;
   if (kind == 'f' && size == 2) return kFloat16;
   if (kind == 'f' && size == 4) return kFloat32;
   if (kind == 'f' && size == 8) return kFloat64;
   throw py::type_error("from_numpy: numpy arrays of dtype " + dt.attr("name").cast<std::string>() +
-                       " are not supported; supported: bool, uint8, int8, int32, int64, float16, float32, float64");
+                       " are not supported; supported: bool, uint8, int8, int16, int32, int64, float16, float32, float64");
 }
 
 py::dtype numpy_dtype_of(DType t) {
@@ -32,6 +33,7 @@ py::dtype numpy_dtype_of(DType t) {
     case kBool: return py::dtype("bool");
     case kUInt8: return py::dtype("uint8");
     case kInt8: return py::dtype("int8");
+    case kInt16: return py::dtype("int16");
     case kInt32: return py::dtype("int32");
     case kInt64: return py::dtype("int64");
     case kFloat16: return py::dtype("float16");

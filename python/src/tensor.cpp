@@ -47,6 +47,7 @@ const char* legacy_type_name(DType t) {
     case kBool: return "Bool";
     case kUInt8: return "Byte";
     case kInt8: return "Char";
+    case kInt16: return "Short";
     case kInt32: return "Int";
     case kInt64: return "Long";
     case kFloat16: return "Half";
@@ -229,6 +230,7 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       .def("bool", [](const Tensor& t) { return t.to(kBool); })
       .def("byte", [](const Tensor& t) { return t.to(kUInt8); })
       .def("char", [](const Tensor& t) { return t.to(kInt8); })
+      .def("short", [](const Tensor& t) { return t.to(kInt16); })
       .def("type_as", [](const Tensor& t, const Tensor& other) { return t.to(other.dtype()); })
       .def(
           "type",
@@ -249,7 +251,11 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       .def("fill_", [](Tensor& t, const Scalar& v) -> Tensor& { return t.fill_(v); }, py::arg("value"))
       .def("zero_", &Tensor::zero_)
       // ---- views ----
-      .def("view", [](const Tensor& t, const py::args& a) { return t.view(shape_args(a, "view(): shape")); })
+      .def("view",
+           [](const Tensor& t, const py::args& a) {
+             if (a.size() == 1 && py::isinstance<DType>(a[0])) return t.view_dtype(a[0].cast<DType>());
+             return t.view(shape_args(a, "view(): shape"));
+           })
       .def("reshape", [](const Tensor& t, const py::args& a) { return t.reshape(shape_args(a, "reshape(): shape")); })
       .def("view_as", [](const Tensor& t, const Tensor& o) { return t.view(o.sizes()); })
       .def("reshape_as", [](const Tensor& t, const Tensor& o) { return t.reshape(o.sizes()); })

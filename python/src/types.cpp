@@ -9,9 +9,9 @@ namespace rtx::python {
 void bind_types(py::module_& m) {
   py::enum_<DType> dtype(m, "dtype");
   const std::pair<const char*, DType> all[] = {
-      {"bool", kBool},       {"uint8", kUInt8},     {"int8", kInt8},         {"int32", kInt32},
-      {"int64", kInt64},     {"float16", kFloat16}, {"bfloat16", kBFloat16}, {"float32", kFloat32},
-      {"float64", kFloat64},
+      {"bool", kBool},         {"uint8", kUInt8},     {"int8", kInt8},       {"int16", kInt16},
+      {"int32", kInt32},       {"int64", kInt64},     {"float16", kFloat16}, {"bfloat16", kBFloat16},
+      {"float32", kFloat32},   {"float64", kFloat64},
   };
   for (const auto& [name, value] : all) {
     dtype.value(name, value);
@@ -19,7 +19,7 @@ void bind_types(py::module_& m) {
   }
   // PyTorch's aliases.
   for (const auto& [alias, value] : {std::pair<const char*, DType>{"float", kFloat32}, {"double", kFloat64},
-                                     {"half", kFloat16}, {"long", kInt64}, {"int", kInt32}}) {
+                                     {"half", kFloat16}, {"long", kInt64}, {"int", kInt32}, {"short", kInt16}}) {
     m.attr(alias) = value;
   }
   // Replaces (rather than overloads) the enum's own repr and str.

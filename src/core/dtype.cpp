@@ -10,6 +10,7 @@ const char* dtype_name(DType t) {
     case DType::Bool: return "bool";
     case DType::UInt8: return "uint8";
     case DType::Int8: return "int8";
+    case DType::Int16: return "int16";
     case DType::Int32: return "int32";
     case DType::Int64: return "int64";
     case DType::Float16: return "float16";
@@ -33,8 +34,8 @@ DType promote_types(DType a, DType b) {
     if ((a == DType::Float16 && b == DType::BFloat16) || (a == DType::BFloat16 && b == DType::Float16)) return DType::Float32;
     return element_size(a) >= element_size(b) ? a : b;
   }
-  // Two different integer types. uint8 with int8 needs int16, which the library lacks: int32.
-  if ((a == DType::UInt8 && b == DType::Int8) || (a == DType::Int8 && b == DType::UInt8)) return DType::Int32;
+  // Two different integer types: uint8 with int8 meets at int16, otherwise the wider wins.
+  if ((a == DType::UInt8 && b == DType::Int8) || (a == DType::Int8 && b == DType::UInt8)) return DType::Int16;
   return element_size(a) >= element_size(b) ? a : b;
 }
 

@@ -29,10 +29,11 @@
     RTX_DTYPE_DEFAULT(dtype, op);                         \
   }
 
-// uint8, int8, int32, int64
+// uint8, int8, int16, int32, int64
 #define RTX_DISPATCH_INTS_CASES(...)           \
   RTX_DTYPE_CASE(UInt8, uint8_t, __VA_ARGS__)  \
   RTX_DTYPE_CASE(Int8, int8_t, __VA_ARGS__)    \
+  RTX_DTYPE_CASE(Int16, int16_t, __VA_ARGS__)  \
   RTX_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)  \
   RTX_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)
 

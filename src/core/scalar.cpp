@@ -25,6 +25,7 @@ double max_of(DType t) {
     case kBool: return 1.0;
     case kUInt8: return 255.0;
     case kInt8: return 127.0;
+    case kInt16: return 32767.0;
     case kInt32: return 2147483647.0;
     case kInt64: return 9223372036854775807.0;  // rounds to 2^63, which is checked as out of range
     case kFloat16: return 65504.0;

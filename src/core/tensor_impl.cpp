@@ -41,7 +41,11 @@ Tensor make_permuted(const Shape& sizes, const std::vector<int64_t>& layout, DTy
 }
 
 Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>(t.impl()->storage, std::move(sizes), std::move(strides), offset, t.dtype());
+  return make_view(t, std::move(sizes), std::move(strides), offset, t.dtype());
+}
+
+Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t offset, DType dtype) {
+  auto impl = std::make_shared<TensorImpl>(t.impl()->storage, std::move(sizes), std::move(strides), offset, dtype);
   impl->is_view = true;
   return Tensor(std::move(impl));
 }

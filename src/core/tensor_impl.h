@@ -42,6 +42,8 @@ Tensor make_tensor(const Shape& sizes, DType dtype, Device device, bool pinned =
 Tensor make_permuted(const Shape& sizes, const std::vector<int64_t>& layout, DType dtype, Device device);
 // A view of t's storage with other geometry; no autograd record.
 Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t offset);
+// The same over t's memory read as another dtype (offset and strides in elements of that dtype).
+Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t offset, DType dtype);
 // A view of t with the same geometry and no autograd record (what detach returns).
 Tensor alias(const Tensor& t);
 

@@ -87,7 +87,7 @@ IdxReader::IdxReader(const std::string& path) : path_(path), input_(kInputBytes)
   switch (code_) {
     case 0x08: dtype_ = DType::UInt8, file_bytes_ = 1; break;
     case 0x09: dtype_ = DType::Int8, file_bytes_ = 1; break;
-    case 0x0B: dtype_ = DType::Int32, file_bytes_ = 2; break;
+    case 0x0B: dtype_ = DType::Int16, file_bytes_ = 2; break;
     case 0x0C: dtype_ = DType::Int32, file_bytes_ = 4; break;
     case 0x0D: dtype_ = DType::Float32, file_bytes_ = 4; break;
     case 0x0E: dtype_ = DType::Float64, file_bytes_ = 8; break;
@@ -202,7 +202,7 @@ void IdxReader::read_into(void* out) {
       const size_t first = done / file_bytes_;
       const size_t n = want / file_bytes_;
       switch (code_) {
-        case 0x0B: decode_big_endian<int32_t, int16_t>(chunk.data(), static_cast<int32_t*>(out) + first, n); break;
+        case 0x0B: decode_big_endian<int16_t, int16_t>(chunk.data(), static_cast<int16_t*>(out) + first, n); break;
         case 0x0C: decode_big_endian<int32_t, int32_t>(chunk.data(), static_cast<int32_t*>(out) + first, n); break;
         case 0x0D: decode_big_endian_float(chunk.data(), static_cast<float*>(out) + first, n); break;
         case 0x0E: decode_big_endian_float(chunk.data(), static_cast<double*>(out) + first, n); break;

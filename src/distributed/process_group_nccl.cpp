@@ -115,6 +115,7 @@ ncclDataType_t nccl_dtype(DType dtype) {
     case DType::BFloat16: return ncclBfloat16;
     case DType::Float32: return ncclFloat32;
     case DType::Float64: return ncclFloat64;
+    case DType::Int16: break;  // NCCL has no 16-bit integer type
   }
   throw DTypeError(std::string("[ProcessGroupNCCL] dtype ") + dtype_name(dtype) + " has no NCCL type");
 }

@@ -219,6 +219,7 @@ Scalar Tensor::item() const {
     case kBool: return Scalar(*static_cast<const bool*>(p));
     case kUInt8: return Scalar(static_cast<int64_t>(*static_cast<const uint8_t*>(p)));
     case kInt8: return Scalar(static_cast<int64_t>(*static_cast<const int8_t*>(p)));
+    case kInt16: return Scalar(static_cast<int64_t>(*static_cast<const int16_t*>(p)));
     case kInt32: return Scalar(static_cast<int64_t>(*static_cast<const int32_t*>(p)));
     case kInt64: return Scalar(*static_cast<const int64_t*>(p));
     case kFloat16: return Scalar(static_cast<double>(static_cast<float>(*static_cast<const Half*>(p))));
@@ -239,6 +240,7 @@ std::vector<T> Tensor::tolist() const {
 template std::vector<bool> Tensor::tolist<bool>() const;
 template std::vector<uint8_t> Tensor::tolist<uint8_t>() const;
 template std::vector<int8_t> Tensor::tolist<int8_t>() const;
+template std::vector<int16_t> Tensor::tolist<int16_t>() const;
 template std::vector<int32_t> Tensor::tolist<int32_t>() const;
 template std::vector<int64_t> Tensor::tolist<int64_t>() const;
 template std::vector<float> Tensor::tolist<float>() const;

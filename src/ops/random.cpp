@@ -89,6 +89,7 @@ IntRange exact_integers(DType dtype) {
     case kBool: return {0, 2};
     case kUInt8: return {0, 256};
     case kInt8: return {-128, 128};
+    case kInt16: return {-(int64_t{1} << 15), int64_t{1} << 15};
     case kInt32: return {-(int64_t{1} << 31), int64_t{1} << 31};
     case kInt64: return {std::numeric_limits<int64_t>::min(), 0};
     default: break;

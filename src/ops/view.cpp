@@ -81,6 +81,41 @@ Shape infer_size(const Shape& shape, int64_t numel, const char* op) {
 
 }  // namespace
 
+Tensor view_dtype(const Tensor& x, DType dtype) {
+  check_defined(x, "view");
+  const auto from = static_cast<int64_t>(element_size(x.dtype())), to = static_cast<int64_t>(element_size(dtype));
+  if (from == to) return detail::make_view(x, x.sizes(), x.strides(), x.storage_offset(), dtype);
+  const std::string what = fmt::format("a {} tensor of shape {} and strides {} as {}", dtype_name(x.dtype()),
+                                       shape_str(x.sizes()), shape_str(x.strides()), dtype_name(dtype));
+  RTX_CHECK(x.dim() > 0, ShapeError, "[view] cannot view {}: a 0-d tensor can only be viewed as a dtype of its size",
+            what);
+  RTX_CHECK(x.stride(-1) == 1 || x.size(-1) == 1, ShapeError,
+            "[view] cannot view {}: the last dimension must have stride 1 (call contiguous() first)", what);
+  Shape sizes = x.sizes(), strides = x.strides();
+  int64_t offset = x.storage_offset();
+  if (from > to) {  // each element becomes from / to narrower ones along the last dimension
+    const int64_t ratio = from / to;
+    for (int64_t& s : strides) s *= ratio;
+    sizes.back() *= ratio;
+    strides.back() = 1;
+    offset *= ratio;
+  } else {  // every to / from consecutive elements become one
+    const int64_t ratio = to / from;
+    RTX_CHECK(sizes.back() % ratio == 0, ShapeError,
+              "[view] cannot view {}: the last dimension's size must be a multiple of {}", what, ratio);
+    RTX_CHECK(offset % ratio == 0, ShapeError,
+              "[view] cannot view {}: the storage offset {} must be a multiple of {}", what, offset, ratio);
+    for (size_t d = 0; d + 1 < strides.size(); ++d)
+      RTX_CHECK(strides[d] % ratio == 0, ShapeError,
+                "[view] cannot view {}: every stride but the last must be a multiple of {}", what, ratio);
+    for (int64_t& s : strides) s /= ratio;
+    sizes.back() /= ratio;
+    strides.back() = 1;
+    offset /= ratio;
+  }
+  return detail::make_view(x, std::move(sizes), std::move(strides), offset, dtype);
+}
+
 Tensor view(const Tensor& x, const Shape& shape) {
   check_defined(x, "view");
   Shape sizes = infer_size(shape, x.numel(), "view");
@@ -371,6 +406,7 @@ Tensor sum_to(const Tensor& t, const Shape& shape) {
 
 // ---- Tensor methods ---------------------------------------------------------------------------
 Tensor Tensor::view(const Shape& shape) const { return rtx::view(*this, shape); }
+Tensor Tensor::view_dtype(DType dtype) const { return rtx::view_dtype(*this, dtype); }
 Tensor Tensor::reshape(const Shape& shape) const { return rtx::reshape(*this, shape); }
 Tensor Tensor::permute(const Shape& dims) const { return rtx::permute(*this, dims); }
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return rtx::transpose(*this, d0, d1); }

@@ -72,9 +72,9 @@ TEST_F(IdxTest, DecodesBigEndianElementTypes) {
   }
   {
     const Tensor t = data::read_idx(write_plain("i16.idx", header(0x0B, {3}) + Bytes{0x80, 0x00, 0xFF, 0xFE, 0x01, 0x02}));
-    EXPECT_EQ(t.dtype(), kInt32);
-    const int32_t* p = t.data_ptr<int32_t>();
-    EXPECT_EQ(std::vector<int32_t>(p, p + 3), (std::vector<int32_t>{-32768, -2, 258}));
+    EXPECT_EQ(t.dtype(), kInt16);
+    const int16_t* p = t.data_ptr<int16_t>();
+    EXPECT_EQ(std::vector<int16_t>(p, p + 3), (std::vector<int16_t>{-32768, -2, 258}));
   }
   {
     const Tensor t = data::read_idx(write_plain("i32.idx", header(0x0C, {2}) + Bytes{0xFF, 0xFF, 0xFF, 0xFD, 0x01, 0x02, 0x03, 0x04}));

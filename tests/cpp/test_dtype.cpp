@@ -11,23 +11,24 @@ namespace {
 
 using testing::throws;
 
-const DType kAll[] = {kBool, kUInt8, kInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64};
+const DType kAll[] = {kBool, kUInt8, kInt8, kInt16, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64};
 
 TEST(DType, NamesSizesAndCategories) {
-  const char* names[] = {"bool", "uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64"};
-  const size_t sizes[] = {1, 1, 1, 4, 8, 2, 2, 4, 8};
+  const char* names[] = {"bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"};
+  const size_t sizes[] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
   for (int i = 0; i < kNumDTypes; ++i) {
     EXPECT_STREQ(dtype_name(kAll[i]), names[i]);
     EXPECT_EQ(element_size(kAll[i]), sizes[i]);
     std::ostringstream os;
     os << kAll[i];
     EXPECT_EQ(os.str(), names[i]);
-    EXPECT_EQ(is_floating(kAll[i]), i >= 5) << names[i];
-    EXPECT_EQ(is_integral(kAll[i]), i >= 1 && i <= 4) << names[i];
+    EXPECT_EQ(is_floating(kAll[i]), i >= 6) << names[i];
+    EXPECT_EQ(is_integral(kAll[i]), i >= 1 && i <= 5) << names[i];
   }
   EXPECT_EQ(dtype_of_v<bool>, kBool);
   EXPECT_EQ(dtype_of_v<uint8_t>, kUInt8);
   EXPECT_EQ(dtype_of_v<int8_t>, kInt8);
+  EXPECT_EQ(dtype_of_v<int16_t>, kInt16);
   EXPECT_EQ(dtype_of_v<int32_t>, kInt32);
   EXPECT_EQ(dtype_of_v<int64_t>, kInt64);
   EXPECT_EQ(dtype_of_v<Half>, kFloat16);
@@ -37,21 +38,21 @@ TEST(DType, NamesSizesAndCategories) {
   EXPECT_EQ(kDefaultFloat, kFloat32);
 }
 
-// torch.promote_types over the library's dtypes, row and column order as kAll. The one deviation:
-// uint8 with int8 is int32 (PyTorch: int16, which the library does not have).
+// torch.promote_types over the library's dtypes, row and column order as kAll.
 TEST(DType, PromoteTypesMatchesPyTorch) {
-  constexpr DType b1 = kBool, u1 = kUInt8, i1 = kInt8, i4 = kInt32, i8 = kInt64, f2 = kFloat16, bf = kBFloat16,
-                  f4 = kFloat32, f8 = kFloat64;
+  constexpr DType b1 = kBool, u1 = kUInt8, i1 = kInt8, i2 = kInt16, i4 = kInt32, i8 = kInt64, f2 = kFloat16,
+                  bf = kBFloat16, f4 = kFloat32, f8 = kFloat64;
   const DType table[kNumDTypes][kNumDTypes] = {
-      /* b1 */ {b1, u1, i1, i4, i8, f2, bf, f4, f8},
-      /* u1 */ {u1, u1, i4, i4, i8, f2, bf, f4, f8},
-      /* i1 */ {i1, i4, i1, i4, i8, f2, bf, f4, f8},
-      /* i4 */ {i4, i4, i4, i4, i8, f2, bf, f4, f8},
-      /* i8 */ {i8, i8, i8, i8, i8, f2, bf, f4, f8},
-      /* f2 */ {f2, f2, f2, f2, f2, f2, f4, f4, f8},
-      /* bf */ {bf, bf, bf, bf, bf, f4, bf, f4, f8},
-      /* f4 */ {f4, f4, f4, f4, f4, f4, f4, f4, f8},
-      /* f8 */ {f8, f8, f8, f8, f8, f8, f8, f8, f8},
+      /* b1 */ {b1, u1, i1, i2, i4, i8, f2, bf, f4, f8},
+      /* u1 */ {u1, u1, i2, i2, i4, i8, f2, bf, f4, f8},
+      /* i1 */ {i1, i2, i1, i2, i4, i8, f2, bf, f4, f8},
+      /* i2 */ {i2, i2, i2, i2, i4, i8, f2, bf, f4, f8},
+      /* i4 */ {i4, i4, i4, i4, i4, i8, f2, bf, f4, f8},
+      /* i8 */ {i8, i8, i8, i8, i8, i8, f2, bf, f4, f8},
+      /* f2 */ {f2, f2, f2, f2, f2, f2, f2, f4, f4, f8},
+      /* bf */ {bf, bf, bf, bf, bf, bf, f4, bf, f4, f8},
+      /* f4 */ {f4, f4, f4, f4, f4, f4, f4, f4, f4, f8},
+      /* f8 */ {f8, f8, f8, f8, f8, f8, f8, f8, f8, f8},
   };
   for (int i = 0; i < kNumDTypes; ++i)
     for (int j = 0; j < kNumDTypes; ++j)
@@ -93,7 +94,7 @@ TEST(DType, ResultTypeTensorAndScalar) {
 TEST(DType, ResultTypeTwoTensors) {
   // Dimensioned with dimensioned: promote_types.
   EXPECT_EQ(result_type(dimensioned(kInt32), dimensioned(kFloat16)), kFloat16);
-  EXPECT_EQ(result_type(dimensioned(kUInt8), dimensioned(kInt8)), kInt32);
+  EXPECT_EQ(result_type(dimensioned(kUInt8), dimensioned(kInt8)), kInt16);
   EXPECT_EQ(result_type(dimensioned(kFloat16), dimensioned(kBFloat16)), kFloat32);
   EXPECT_EQ(result_type(dimensioned(kInt64), dimensioned(kFloat64)), kFloat64);
   // Dimensioned with 0-d: the 0-d tensor counts only when its category is higher, and then with its
@@ -115,7 +116,7 @@ TEST(DType, ResultTypeTwoTensors) {
   // Two 0-d tensors: promote_types.
   EXPECT_EQ(result_type(zero_d(kInt32), zero_d(kFloat16)), kFloat16);
   EXPECT_EQ(result_type(zero_d(kFloat16), zero_d(kFloat64)), kFloat64);
-  EXPECT_EQ(result_type(zero_d(kUInt8), zero_d(kInt8)), kInt32);
+  EXPECT_EQ(result_type(zero_d(kUInt8), zero_d(kInt8)), kInt16);
   EXPECT_EQ(result_type(zero_d(kBool), zero_d(kBool)), kBool);
 }
 

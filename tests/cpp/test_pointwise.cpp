@@ -46,6 +46,7 @@ std::vector<double> read(const Tensor& any) {
     case kBool: return read_as<bool>(t);
     case kUInt8: return read_as<uint8_t>(t);
     case kInt8: return read_as<int8_t>(t);
+    case kInt16: return read_as<int16_t>(t);
     case kInt32: return read_as<int32_t>(t);
     case kInt64: return read_as<int64_t>(t);
     case kFloat16: return read_as<Half>(t);
@@ -312,7 +313,7 @@ Domain binary_domain_b(const std::string& name) {
 Domain binary_domain_a(const std::string& name) { return name == "pow" ? Domain::Positive : Domain::Any; }
 
 const std::vector<DType> kFloatTypes = {kFloat32, kFloat64, kFloat16, kBFloat16};
-const std::vector<DType> kIntTypes = {kUInt8, kInt8, kInt32, kInt64};
+const std::vector<DType> kIntTypes = {kUInt8, kInt8, kInt16, kInt32, kInt64};
 
 // The dtype an op of `rule` gives for operands of (promoted) dtype t.
 DType result_dtype(Rule rule, DType t) {
@@ -417,9 +418,10 @@ TEST_P(PointwiseTest, BinaryMixedDTypesPromote) {
     DType a, b, out;
   };
   const std::vector<Case> cases = {{kInt32, kFloat32, kFloat32}, {kFloat16, kFloat32, kFloat32},
-                                   {kFloat16, kBFloat16, kFloat32}, {kUInt8, kInt8, kInt32},
+                                   {kFloat16, kBFloat16, kFloat32}, {kUInt8, kInt8, kInt16},
                                    {kInt64, kFloat16, kFloat16},  {kBool, kInt32, kInt32},
-                                   {kFloat32, kFloat64, kFloat64}, {kInt8, kInt64, kInt64}};
+                                   {kFloat32, kFloat64, kFloat64}, {kInt8, kInt64, kInt64},
+                                   {kInt16, kInt8, kInt16},       {kUInt8, kInt16, kInt16}};
   for (const auto& c : cases) {
     const Tensor a = make({1, 2, 3}, {3}, dev(), c.a), b = make({1, 1, 2}, {3}, dev(), c.b);
     EXPECT_TRUE(matches(add(a, b), c.out, {3}, map2(a, b, ref::add))) << c.a << " + " << c.b;
@@ -1076,7 +1078,7 @@ TEST_P(PointwiseTest, ReluGradientAtZeroNaNAndInfinity) {
 }
 
 TEST_P(PointwiseTest, ClampScalarBounds) {
-  for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kInt8}) {
+  for (DType t : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kInt8, kInt16}) {
     for (const auto& [layout, x] : unary_inputs(t, Domain::Any, 31)) {
       const std::string what = std::string(dtype_name(t)) + " " + layout;
       EXPECT_TRUE(matches(clamp(x, -1, 2), t, x.sizes(), map1(x, [](double v) { return std::min(std::max(v, -1.0), 2.0); })))

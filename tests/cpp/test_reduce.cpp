@@ -188,7 +188,7 @@ void sweep(Device dev, const ReduceOp& op, const Ref& ref, DType in_dtype, DType
 }
 
 const DType kFloatTypes[] = {kFloat64, kFloat32, kFloat16, kBFloat16};
-const DType kIntTypes[] = {kBool, kUInt8, kInt8, kInt32, kInt64};
+const DType kIntTypes[] = {kBool, kUInt8, kInt8, kInt16, kInt32, kInt64};
 
 // ---- forward: every dim subset -------------------------------------------------------------------
 

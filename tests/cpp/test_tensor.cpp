@@ -14,7 +14,7 @@ namespace {
 class TensorTest : public DeviceTest {};
 INSTANTIATE_DEVICE_TESTS(TensorTest);
 
-const DType kAllDTypes[] = {kBool, kUInt8, kInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64};
+const DType kAllDTypes[] = {kBool, kUInt8, kInt8, kInt16, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64};
 
 // A host tensor of dtype T holding v exactly (no conversion through the library).
 template <typename T>
@@ -413,6 +413,7 @@ std::vector<double> samples(DType dt) {
     case kBool: return {0, 1, 1, 0};
     case kUInt8: return {0, 1, 7, 200, 255, 128};
     case kInt8: return {0, 1, -1, -128, 127, 100};
+    case kInt16: return {0, 1, -1, -32768, 32767, 1000};
     case kInt32: return {0, 1, -1, 70000, -70000, 300};
     case kInt64: return {0, 1, -1, 1099511627777.0 /* 2^40 + 1 */, -300, 123456789};
     case kFloat16: return {0, 1, -2.75, 3.5, 1000.5, -0.5};
@@ -438,6 +439,7 @@ double converted(double v, DType from, DType to) {
     case kBool: return v != 0 ? 1 : 0;
     case kUInt8: return integer(0, 255, [](int64_t x) { return static_cast<uint8_t>(x); });
     case kInt8: return integer(-128, 127, [](int64_t x) { return static_cast<int8_t>(x); });
+    case kInt16: return integer(-32768, 32767, [](int64_t x) { return static_cast<int16_t>(x); });
     case kInt32: return integer(-2147483648.0, 2147483647.0, [](int64_t x) { return static_cast<int32_t>(x); });
     case kInt64: return integer(-9.2e18, 9.2e18, [](int64_t x) { return x; });
     case kFloat16: return static_cast<float>(Half(static_cast<float>(v)));

@@ -99,6 +99,51 @@ TEST_P(ViewTest, ViewErrors) {
   EXPECT_TRUE(throws<ShapeError>([&] { b.transpose(0, 2).view({24}); }, "use reshape()"));
 }
 
+// view_dtype reads the same bytes as another dtype: the host's own reinterpretation of them is the
+// reference.
+TEST_P(ViewTest, ViewDtypeReadsTheSameBytes) {
+  const std::vector<float> floats = {1.5f, -2.25f, 3.0f, 1e-3f, -7.0f, 65504.0f};
+  const Tensor f = make(std::vector<double>(floats.begin(), floats.end()), {2, 3}, dev(), kFloat32);
+  std::vector<int16_t> halves(12);
+  std::memcpy(halves.data(), floats.data(), 24);
+
+  const Tensor same = f.view_dtype(kInt32);  // equal sizes: the geometry is kept
+  EXPECT_EQ(same.sizes(), (Shape{2, 3}));
+  EXPECT_TRUE(same.shares_storage(f) && !same.requires_grad());
+  const std::vector<int32_t> bits = same.tolist<int32_t>();
+  EXPECT_EQ(std::memcmp(bits.data(), floats.data(), 24), 0);
+
+  const Tensor narrow16 = f.view_dtype(kInt16);  // each float becomes two int16 along the last dim
+  EXPECT_EQ(narrow16.sizes(), (Shape{2, 6}));
+  EXPECT_EQ(narrow16.strides(), (Shape{6, 1}));
+  EXPECT_EQ(narrow16.tolist<int16_t>(), halves);
+  EXPECT_TRUE(same_bytes(narrow16.view_dtype(kFloat32), f));  // and back
+
+  // A slice of the last dimension: the offset and the other strides scale.
+  const Tensor column = f.narrow(1, 1, 2).view_dtype(kInt16);
+  EXPECT_EQ(column.sizes(), (Shape{2, 4}));
+  EXPECT_EQ(column.strides(), (Shape{6, 1}));
+  EXPECT_EQ(column.storage_offset(), 2);
+  EXPECT_EQ(column.tolist<int16_t>(), (std::vector<int16_t>{halves[2], halves[3], halves[4], halves[5], halves[8],
+                                                             halves[9], halves[10], halves[11]}));
+
+  // Writes through the view land in the base.
+  {
+    NoGradGuard no_grad;
+    Tensor words = f.clone().view_dtype(kInt16);
+    words.select(0, 1).fill_(0.0);
+    EXPECT_EQ(words.view_dtype(kFloat32).tolist<float>(), (std::vector<float>{1.5f, -2.25f, 3.0f, 0, 0, 0}));
+  }
+  const Tensor leaf = f.detach().requires_grad_(true);
+  EXPECT_FALSE(leaf.view_dtype(kFloat32).requires_grad());  // no gradient flows through a reinterpretation
+
+  EXPECT_TRUE(throws<ShapeError>([&] { f.t().view_dtype(kInt16); }, "the last dimension must have stride 1"));
+  EXPECT_TRUE(throws<ShapeError>([&] { narrow16.narrow(1, 0, 3).view_dtype(kFloat32); }, "must be a multiple of 2"));
+  EXPECT_TRUE(throws<ShapeError>([&] { narrow16.narrow(1, 1, 4).view_dtype(kFloat32); }, "storage offset 1"));
+  EXPECT_TRUE(throws<ShapeError>([&] { f.select(0, 0).select(0, 0).view_dtype(kInt64); }, "0-d tensor"));
+  EXPECT_TRUE(throws<ShapeError>([&] { f.view_dtype(kFloat64); }, "float32 tensor of shape [2, 3]"));
+}
+
 TEST_P(ViewTest, Reshape) {
   Tensor b = base({2, 3, 4});
   Tensor v = b.reshape({6, -1});

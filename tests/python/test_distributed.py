@@ -20,10 +20,10 @@ from dist_launch import clean_env, free_port, load_results, needs_gloo, run_rank
 import rustytorch as rt
 import rustytorch.distributed as dist
 
-DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"]
+DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "int16", "uint8", "int32", "int64"]
 OPS = ["SUM", "PRODUCT", "MIN", "MAX", "AVG"]
 NP = {"float32": np.float64, "float64": np.float64, "float16": np.float64, "bfloat16": np.float64,
-      "int8": np.int8, "uint8": np.uint8, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+      "int8": np.int8, "int16": np.int16, "uint8": np.uint8, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
 RUN_TIMEOUT = 90
 
 

@@ -32,8 +32,10 @@ RECORD_PID = textwrap.dedent("""
 
 ENV_SCRIPT = textwrap.dedent(f"""
     import json, sys
-    print(json.dumps({{k: os.environ.get(k) for k in {RENDEZVOUS!r}}}))
-    print("args", *sys.argv[1:])
+    # One write a line: the ranks share the launcher's stdout, and print() writes the text and its
+    # newline apart when the output is unbuffered.
+    sys.stdout.write(json.dumps({{k: os.environ.get(k) for k in {RENDEZVOUS!r}}}) + "\\n")
+    sys.stdout.write(" ".join(["args", *sys.argv[1:]]) + "\\n")
     print("to stderr", os.environ["RANK"], file=sys.stderr)
 """)
 

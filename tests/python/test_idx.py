@@ -18,7 +18,7 @@ def write_idx(path, array, code, compress=False):
 
 @pytest.mark.parametrize("compress", [False, True])
 @pytest.mark.parametrize("np_dtype, code, rt_dtype", [
-    (np.uint8, 0x08, rt.uint8), (np.int8, 0x09, rt.int8), (np.int16, 0x0B, rt.int32),
+    (np.uint8, 0x08, rt.uint8), (np.int8, 0x09, rt.int8), (np.int16, 0x0B, rt.int16),
     (np.int32, 0x0C, rt.int32), (np.float32, 0x0D, rt.float32), (np.float64, 0x0E, rt.float64)])
 def test_matches_numpy(tmp_path, np_dtype, code, rt_dtype, compress):
     rng = np.random.default_rng(3)

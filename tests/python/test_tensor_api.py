@@ -710,10 +710,62 @@ def test_finfo_iinfo_like_pytorch():
         for attr in ["bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution", "dtype"]:
             assert getattr(ours, attr) == getattr(theirs, attr), (name, attr)
         assert repr(ours) == repr(theirs)
-    for name in ["uint8", "int8", "int32", "int64"]:
+    for name in ["uint8", "int8", "int16", "int32", "int64"]:
         ours, theirs = rt.iinfo(getattr(rt, name)), torch.iinfo(getattr(torch, name))
         assert (ours.bits, ours.max, ours.min, ours.dtype) == (theirs.bits, theirs.max, theirs.min, theirs.dtype)
         assert repr(ours) == repr(theirs)
+
+
+def test_int16_tensors_against_numpy():
+    a = np.array([[-32768, -2, 0], [7, 300, 32767]], dtype=np.int16)
+    t = rt.from_numpy(a)
+    assert t.dtype == rt.int16 == rt.short and t.numpy().dtype == np.int16
+    np.testing.assert_array_equal(t.numpy(), a)
+    np.testing.assert_array_equal((t + 1).numpy(), a + np.int16(1))  # wraps as int16 does
+    np.testing.assert_array_equal((t * 3).numpy(), a * np.int16(3))
+    assert t.sum().item() == a.astype(np.int64).sum() and t.sum().dtype == rt.int64
+    np.testing.assert_array_equal(t.float().numpy(), a.astype(np.float32))
+    np.testing.assert_array_equal(rt.tensor([1.7, -2.9, 40000.0]).short().numpy(),
+                                  np.array([1, -2, 40000 - 65536], dtype=np.int16))
+    assert (rt.tensor([1, 2], dtype=rt.uint8) + rt.tensor([1, 2], dtype=rt.int8)).dtype == rt.int16
+    assert rt.promote_types(rt.int16, rt.int32) == rt.int32 and rt.ones(2, dtype=rt.short).type() == "rustytorch.ShortTensor"
+    assert rt.arange(5, dtype=rt.int16).tolist() == [0, 1, 2, 3, 4]
+
+
+def test_view_as_another_dtype_reads_the_same_bytes():
+    # llm.c's train_gpt2.py writes bfloat16 weights as `t.view(torch.int16).numpy().tobytes()`.
+    w = rt.tensor([[1.5, -2.25, 3.0], [0.1, 1e4, -7.5]], dtype=rt.bfloat16)
+    bits = w.view(rt.int16)
+    assert bits.dtype == rt.int16 and bits.shape == (2, 3) and not bits.requires_grad
+    f32 = w.float().numpy()
+    np.testing.assert_array_equal(bits.numpy(), (f32.view(np.uint32) >> 16).astype(np.uint16).view(np.int16))
+    x = rt.tensor([[1.0, -2.0, 0.5], [3.0, 4.0, 5.0]])
+    np.testing.assert_array_equal(x.view(rt.int16).numpy(), x.numpy().view(np.int16))
+    np.testing.assert_array_equal(x.view(rt.uint8).view(rt.float32).numpy(), x.numpy())
+    np.testing.assert_array_equal(x[:, 1:].view(rt.int16).numpy(), x.numpy()[:, 1:].view(np.int16))
+    assert x.view(rt.int32).data_ptr() == x.data_ptr()
+    with pytest.raises(rt.ShapeError, match="last dimension must have stride 1"):
+        x.t().view(rt.int16)
+    with pytest.raises(TypeError):
+        rt.zeros(rt.int32)  # a dtype is never a size
+
+
+def test_view_dtype_like_pytorch():
+    torch = pytest.importorskip("torch")
+    cases = [
+        lambda m: m.tensor([[1.5, -2.25, 3.0]], dtype=m.bfloat16).view(m.int16),
+        lambda m: m.tensor([[1.0, 2.0], [3.0, -4.0]]).view(m.int16),
+        lambda m: m.tensor([[1.0, 2.0, 3.0, 4.0]])[:, 2:].view(m.float16),
+        lambda m: m.tensor([1, 2, 3, 4, 5, 6], dtype=m.int16).view(m.float32),
+        lambda m: m.tensor([[1, 2], [3, 4]], dtype=m.int16).view(m.bfloat16),
+        lambda m: m.tensor(1.0).view(m.int32),
+        lambda m: m.arange(8, dtype=m.uint8).view(m.int64),
+        lambda m: m.tensor([[1.0, 2.0], [3.0, 4.0]]).view(m.float64),
+    ]
+    for case in cases:
+        ours, theirs = case(rt), case(torch)
+        assert repr(ours) == repr(theirs).replace("torch.", "rustytorch.")
+        assert ours.stride() == theirs.stride() and ours.storage_offset() == theirs.storage_offset()
 
 
 # ---- repr --------------------------------------------------------------------------------------------------
@@ -758,7 +810,7 @@ def test_repr_like_pytorch():
     for case in cases:
         assert repr(case(rt)) == repr(case(torch)).replace("torch.", "rustytorch.")
     assert repr(rt.Size([2, 3])) == repr(torch.Size([2, 3])).replace("torch.", "rustytorch.")
-    for dtype in ["float16", "bfloat16", "int8", "uint8", "bool"]:
+    for dtype in ["float16", "bfloat16", "int8", "int16", "short", "uint8", "bool"]:
         assert repr(getattr(rt, dtype)) == repr(getattr(torch, dtype)).replace("torch.", "rustytorch.")
 
 
