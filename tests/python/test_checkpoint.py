@@ -154,8 +154,8 @@ def test_every_value_kind_comes_back_equal():
     assert loaded["dtypes"][1] is rt.bfloat16
 
 
-@pytest.mark.parametrize("dtype", [rt.float32, rt.float64, rt.float16, rt.bfloat16, rt.int64, rt.int32, rt.int8,
-                                   rt.uint8, rt.bool])
+@pytest.mark.parametrize("dtype", [rt.float32, rt.float64, rt.float16, rt.bfloat16, rt.int64, rt.int32, rt.int16,
+                                   rt.int8, rt.uint8, rt.bool])
 def test_tensors_of_every_dtype_and_layout(device, dtype):
     base = rt.arange(24, device=device).reshape(2, 3, 4).to(dtype)
     obj = {"contiguous": base, "transposed": base.transpose(0, 2), "sliced": base[:, 1:, ::2], "scalar": base[1, 2, 3]}
@@ -621,6 +621,7 @@ def test_pytorch_zip_checkpoints_built_here(tmp_path, device, order):
     ("DoubleStorage", "torch", rt.float64, np.array([0.1, -2.5], dtype="<f8")),
     ("HalfStorage", "torch", rt.float16, np.array([0.5, -3.0], dtype="<f2")),
     ("IntStorage", "torch", rt.int32, np.array([-7, 2 ** 30], dtype="<i4")),
+    ("ShortStorage", "torch", rt.int16, np.array([-32768, 32767], dtype="<i2")),
     ("CharStorage", "torch", rt.int8, np.array([-128, 127], dtype="i1")),
     ("ByteStorage", "torch", rt.uint8, np.array([0, 255], dtype="u1")),
     ("BoolStorage", "torch", rt.bool, np.array([True, False])),

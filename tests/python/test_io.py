@@ -13,7 +13,8 @@ from conftest import to_numpy
 
 def test_round_trip_every_dtype(tmp_path, device):
     tensors = {f"t_{dt}": rt.arange(12, device=device).to(dt).reshape(3, 4) for dt in
-               (rt.float32, rt.float64, rt.float16, rt.bfloat16, rt.int64, rt.int32, rt.int8, rt.uint8, rt.bool)}
+               (rt.float32, rt.float64, rt.float16, rt.bfloat16, rt.int64, rt.int32, rt.int16, rt.int8, rt.uint8,
+                rt.bool)}
     tensors["scalar"] = rt.tensor(2.5, device=device)
     tensors["empty"] = rt.zeros(0, 3, device=device)
     tensors["strided"] = rt.arange(20.0, device=device).reshape(4, 5).t()
@@ -29,15 +30,18 @@ def test_round_trip_every_dtype(tmp_path, device):
 
 def test_interop_with_the_safetensors_package(tmp_path):
     st = pytest.importorskip("safetensors.numpy", reason="the safetensors package is not installed")
-    a = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "i": np.array([1, 2, 3], dtype=np.int64)}
+    a = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "i": np.array([1, 2, 3], dtype=np.int64),
+         "s": np.array([-32768, 5, 32767], dtype=np.int16)}
     st.save_file(a, str(tmp_path / "theirs.safetensors"))
     ours = io.load_file(str(tmp_path / "theirs.safetensors"))
-    np.testing.assert_array_equal(ours["w"].numpy(), a["w"])
-    np.testing.assert_array_equal(ours["i"].numpy(), a["i"])
-    io.save_file({"x": rt.linspace(0, 1, 5), "m": rt.eye(3, dtype=rt.float64)}, str(tmp_path / "ours.safetensors"))
+    for name, array in a.items():
+        np.testing.assert_array_equal(ours[name].numpy(), array)
+    io.save_file({"x": rt.linspace(0, 1, 5), "m": rt.eye(3, dtype=rt.float64), "s": rt.tensor([-3, 4], dtype=rt.int16)},
+                 str(tmp_path / "ours.safetensors"))
     theirs = st.load_file(str(tmp_path / "ours.safetensors"))
     np.testing.assert_allclose(theirs["x"], np.linspace(0, 1, 5), rtol=1e-6)
     np.testing.assert_array_equal(theirs["m"], np.eye(3))
+    assert theirs["s"].dtype == np.int16 and theirs["s"].tolist() == [-3, 4]
 
 
 def test_save_load_state_dict_and_copy_on_write(tmp_path):
