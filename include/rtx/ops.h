@@ -250,6 +250,16 @@ RTX_API Tensor cumsum(const Tensor& x, int64_t dim);
 RTX_API Tensor matmul(const Tensor& a, const Tensor& b);
 RTX_API Tensor mm(const Tensor& a, const Tensor& b);
 RTX_API Tensor bmm(const Tensor& a, const Tensor& b);
+// a[i] * b[j] of two vectors; the dot product of two vectors of one dtype; matrix times vector.
+RTX_API Tensor outer(const Tensor& a, const Tensor& b);
+RTX_API Tensor dot(const Tensor& a, const Tensor& b);
+RTX_API Tensor mv(const Tensor& m, const Tensor& v);
+// beta * input + alpha * (mat1 @ mat2), and its batched form over [B, n, k] @ [B, k, m]; with beta = 0
+// input is ignored (its NaNs too), as in PyTorch.
+RTX_API Tensor addmm(const Tensor& input, const Tensor& mat1, const Tensor& mat2, const Scalar& beta = 1,
+                     const Scalar& alpha = 1);
+RTX_API Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, const Scalar& beta = 1,
+                       const Scalar& alpha = 1);
 // x @ weight^T + bias (weight: [out, in]).
 RTX_API Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
@@ -325,6 +335,25 @@ RTX_API Tensor nonzero(const Tensor& x);
 RTX_API Tensor masked_select(const Tensor& x, const Tensor& mask);
 RTX_API Tensor tril(const Tensor& x, int64_t diagonal = 0);
 RTX_API Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// The order of the elements along each of dims reversed (a copy).
+RTX_API Tensor flip(const Tensor& x, const Shape& dims);
+// flip along dim 1 (of a tensor of at least 2 dims) and along dim 0.
+RTX_API Tensor fliplr(const Tensor& x);
+RTX_API Tensor flipud(const Tensor& x);
+// Elements shifted by shifts[i] positions along dims[i], wrapping around; without dims, over the
+// flattened tensor (one shift).
+RTX_API Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims = {});
+// The dims source moved to the places destination, the others keeping their order (a view).
+RTX_API Tensor movedim(const Tensor& x, const Shape& source, const Shape& destination);
+// Each element repeated `repeats` times (or repeats[i] times) in place along dim; over the flattened
+// tensor without dim. Tensor repeats are read back to the host.
+RTX_API Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
+RTX_API Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim = std::nullopt);
+// The n-th forward difference along dim (xor for bool), after prepending and appending the given tensors.
+RTX_API Tensor diff(const Tensor& x, int64_t n = 1, int64_t dim = -1, const Tensor& prepend = {},
+                    const Tensor& append = {});
+// The windows of `size` elements every `step` along dim, as a new last dim (a view, Tensor.unfold).
+RTX_API Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step);
 RTX_API ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
 // Stable sort.
 RTX_API ValuesIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false);

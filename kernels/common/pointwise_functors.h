@@ -202,6 +202,45 @@ struct Silu {
 struct Erf {
   template <typename T> RTX_INLINE T operator()(T x) const { return std::erf(x); }
 };
+struct Erfc {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::erfc(x); }
+};
+struct Tan {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::tan(x); }
+};
+struct Asin {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::asin(x); }
+};
+struct Acos {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::acos(x); }
+};
+struct Atan {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::atan(x); }
+};
+struct Sinh {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::sinh(x); }
+};
+struct Cosh {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::cosh(x); }
+};
+struct Asinh {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::asinh(x); }
+};
+struct Acosh {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::acosh(x); }
+};
+struct Atanh {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::atanh(x); }
+};
+struct Log2 {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::log2(x); }
+};
+struct Log10 {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::log10(x); }
+};
+struct Exp2 {
+  template <typename T> RTX_INLINE T operator()(T x) const { return std::exp2(x); }
+};
 // Exact GELU: x * Phi(x).
 struct Gelu {
   template <typename T> RTX_INLINE T operator()(T x) const {
@@ -407,6 +446,18 @@ struct FloorDivide {
 };
 struct Atan2 {
   template <typename T> RTX_INLINE T operator()(T a, T b) const { return std::atan2(a, b); }
+};
+struct Hypot {
+  template <typename T> RTX_INLINE T operator()(T a, T b) const { return std::hypot(a, b); }
+};
+// log(exp(a) + exp(b)) without overflow: the larger plus log1p(exp(-|a - b|)); equal infinities give
+// themselves.
+struct LogAddExp {
+  template <typename T> RTX_INLINE T operator()(T a, T b) const {
+    const T hi = a > b ? a : b;
+    if (std::isinf(hi) && a == b) return a;
+    return hi + std::log1p(std::exp(-std::fabs(a - b)));
+  }
 };
 
 struct Eq { template <typename T> RTX_INLINE bool operator()(T a, T b) const { return a == b; } };

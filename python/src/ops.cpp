@@ -608,6 +608,84 @@ TensorList foreach_list(py::handle obj, const char* op) {
   return out;
 }
 
+// An int or a sequence of ints, as a Shape (roll's shifts, movedim's dims, flip's dims).
+Shape ints_arg(const py::object& obj, const char* what) {
+  if (PyLong_Check(obj.ptr())) return {obj.cast<int64_t>()};
+  return to_shape(obj, what);
+}
+
+void bind_rearrange(py::module_& m, TensorClass& cls) {
+  m.def("flip", [](const Tensor& x, const py::object& dims) { return rtx::flip(x, ints_arg(dims, "flip(): dims")); },
+        py::arg("input"), py::arg("dims"));
+  cls.def("flip", [](const Tensor& x, const py::args& dims) { return rtx::flip(x, shape_args(dims, "flip(): dims")); });
+  def_op(m, cls, "fliplr", &rtx::fliplr);
+  def_op(m, cls, "flipud", &rtx::flipud);
+  def_op(m, cls, "roll", [](const Tensor& x, const py::object& shifts, const py::object& dims) {
+    return rtx::roll(x, ints_arg(shifts, "roll(): shifts"), dims.is_none() ? Shape{} : ints_arg(dims, "roll(): dims"));
+  }, py::arg("shifts"), py::arg("dims") = py::none());
+  const auto movedim = [](const Tensor& x, const py::object& source, const py::object& destination) {
+    return rtx::movedim(x, ints_arg(source, "movedim(): source"), ints_arg(destination, "movedim(): destination"));
+  };
+  def_op(m, cls, "movedim", movedim, py::arg("source"), py::arg("destination"));
+  def_op(m, cls, "moveaxis", movedim, py::arg("source"), py::arg("destination"));
+  def_op(m, cls, "repeat_interleave", [](const Tensor& x, const py::object& repeats, std::optional<int64_t> dim,
+                                         std::optional<int64_t> output_size) {
+    Tensor out = py::isinstance<Tensor>(repeats) ? rtx::repeat_interleave(x, repeats.cast<Tensor>(), dim)
+                                                 : rtx::repeat_interleave(x, to_int64(repeats, "repeat_interleave(): repeats"), dim);
+    if (output_size && (dim ? out.size(*dim) : out.numel()) != *output_size)
+      throw rtx::ShapeError("[repeat_interleave] output_size " + std::to_string(*output_size) +
+                            " differs from the repeated size " + std::to_string(dim ? out.size(*dim) : out.numel()));
+    return out;
+  }, py::arg("repeats"), py::arg("dim") = py::none(), py::kw_only(), py::arg("output_size") = py::none());
+  def_op(m, cls, "diff", [](const Tensor& x, int64_t n, int64_t dim, std::optional<Tensor> prepend,
+                            std::optional<Tensor> append) {
+    return rtx::diff(x, n, dim, prepend.value_or(Tensor()), append.value_or(Tensor()));
+  }, py::arg("n") = 1, py::arg("dim") = -1, py::arg("prepend") = py::none(), py::arg("append") = py::none());
+  cls.def("unfold", &rtx::unfold, py::arg("dimension"), py::arg("size"), py::arg("step"));
+  def_op(m, cls, "outer", &rtx::outer, py::arg("vec2"));
+  def_op(m, cls, "ger", &rtx::outer, py::arg("vec2"));
+  def_op(m, cls, "dot", &rtx::dot, py::arg("tensor"));
+  def_op(m, cls, "mv", &rtx::mv, py::arg("vec"));
+  def_op(m, cls, "addmm", &rtx::addmm, py::arg("mat1"), py::arg("mat2"), py::kw_only(), py::arg("beta") = 1,
+         py::arg("alpha") = 1);
+  def_op(m, cls, "baddbmm", &rtx::baddbmm, py::arg("batch1"), py::arg("batch2"), py::kw_only(), py::arg("beta") = 1,
+         py::arg("alpha") = 1);
+  cls.def("addmm_", [](Tensor& x, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) -> Tensor& {
+    return x.copy_(rtx::addmm(x, a, b, beta, alpha));
+  }, py::arg("mat1"), py::arg("mat2"), py::kw_only(), py::arg("beta") = 1, py::arg("alpha") = 1);
+  def_op(m, cls, "count_nonzero", [](const Tensor& x, const py::object& dim) {
+    return rtx::sum(rtx::ne(x, Scalar(0)), dim.is_none() ? Shape{} : ints_arg(dim, "count_nonzero(): dim"));
+  }, py::arg("dim") = py::none());
+  def_op(m, cls, "clamp_min", [](const Tensor& x, const Scalar& min) { return rtx::clamp(x, min, std::nullopt); },
+         py::arg("min"));
+  def_op(m, cls, "clamp_max", [](const Tensor& x, const Scalar& max) { return rtx::clamp(x, std::nullopt, max); },
+         py::arg("max"));
+  cls.def("clamp_min_", [](Tensor& x, const Scalar& min) -> Tensor& { return rtx::clamp_(x, min, std::nullopt); },
+          py::arg("min"));
+  cls.def("clamp_max_", [](Tensor& x, const Scalar& max) -> Tensor& { return rtx::clamp_(x, std::nullopt, max); },
+          py::arg("max"));
+  cls.def("tril_", [](Tensor& x, int64_t d) -> Tensor& { return x.copy_(rtx::tril(x, d)); }, py::arg("diagonal") = 0);
+  cls.def("triu_", [](Tensor& x, int64_t d) -> Tensor& { return x.copy_(rtx::triu(x, d)); }, py::arg("diagonal") = 0);
+}
+
+// PyTorch's other names for ops bound above: the function and the methods (with their in-place forms).
+void bind_aliases(py::module_& m, TensorClass& cls) {
+  const std::pair<const char*, const char*> aliases[] = {
+      {"absolute", "abs"},       {"negative", "neg"},      {"multiply", "mul"},      {"subtract", "sub"},
+      {"divide", "div"},         {"true_divide", "div"},   {"greater", "gt"},        {"greater_equal", "ge"},
+      {"less", "lt"},            {"less_equal", "le"},     {"not_equal", "ne"},      {"arcsin", "asin"},
+      {"arccos", "acos"},        {"arctan", "atan"},       {"arcsinh", "asinh"},     {"arccosh", "acosh"},
+      {"arctanh", "atanh"},      {"arctan2", "atan2"},     {"fix", "trunc"},         {"swapaxes", "transpose"},
+      {"swapdims", "transpose"}, {"concatenate", "cat"},
+  };
+  for (const auto& [alias, name] : aliases) {
+    const std::string alias_ = std::string(alias) + "_", name_ = std::string(name) + "_";
+    if (py::hasattr(m, name) && !py::hasattr(m, alias)) m.attr(alias) = m.attr(name);
+    if (py::hasattr(cls, name) && !py::hasattr(cls, alias)) cls.attr(alias) = cls.attr(name);
+    if (py::hasattr(cls, name_.c_str()) && !py::hasattr(cls, alias_.c_str())) cls.attr(alias_.c_str()) = cls.attr(name_.c_str());
+  }
+}
+
 void bind_foreach(py::module_& m) {
   m.def(
       "_foreach_norm",
@@ -661,6 +739,8 @@ void bind_ops(py::module_& m, TensorClass& cls) {
   m.def("numel", &rtx::Tensor::numel, py::arg("input"));
   m.def("is_floating_point", &rtx::Tensor::is_floating_point, py::arg("input"));
   m.def("is_tensor", [](py::handle obj) { return py::isinstance<Tensor>(obj); }, py::arg("obj"));
+  bind_rearrange(m, cls);
+  bind_aliases(m, cls);
 }
 
 }  // namespace rtx::python

@@ -146,7 +146,7 @@ std::vector<double> sample(int64_t n, double lo, double hi, uint64_t seed, bool 
 }
 
 // Input ranges: the ops' domains (and, for integers, values that keep results in range).
-enum class Domain { Any, Positive, NonZero, Exponent };
+enum class Domain { Any, Positive, NonZero, Exponent, Unit, AboveOne };
 
 std::vector<double> domain_values(int64_t n, Domain d, DType t, uint64_t seed) {
   const bool integral = !is_floating(t);
@@ -161,6 +161,8 @@ std::vector<double> domain_values(int64_t n, Domain d, DType t, uint64_t seed) {
         for (size_t i = 0; i < v.size(); i += 2) v[i] = -v[i];
       break;
     case Domain::Exponent: v = integral ? sample(n, 0, 3, seed, true) : sample(n, -2, 2, seed); break;
+    case Domain::Unit: v = integral ? sample(n, unsigned_t ? 0 : -1, 1, seed, true) : sample(n, -0.9, 0.9, seed); break;
+    case Domain::AboveOne: v = integral ? sample(n, 2, 5, seed, true) : sample(n, 1.2, 3, seed); break;
   }
   if (t == kBool)
     for (auto& x : v) x = x > 2 ? 1 : 0;
@@ -200,6 +202,19 @@ double sigmoid(double x) { return sigmoid_ref(x); }
 double tanh(double x) { return std::tanh(x); }
 double silu(double x) { return x * sigmoid_ref(x); }
 double erf(double x) { return std::erf(x); }
+double erfc(double x) { return std::erfc(x); }
+double tan(double x) { return std::tan(x); }
+double asin(double x) { return std::asin(x); }
+double acos(double x) { return std::acos(x); }
+double atan(double x) { return std::atan(x); }
+double sinh(double x) { return std::sinh(x); }
+double cosh(double x) { return std::cosh(x); }
+double asinh(double x) { return std::asinh(x); }
+double acosh(double x) { return std::acosh(x); }
+double atanh(double x) { return std::atanh(x); }
+double log2(double x) { return std::log2(x); }
+double log10(double x) { return std::log10(x); }
+double exp2(double x) { return std::exp2(x); }
 
 double add(double a, double b) { return a + b; }
 double sub(double a, double b) { return a - b; }
@@ -212,6 +227,8 @@ double fmod(double a, double b) { return std::fmod(a, b); }
 double remainder(double a, double b) { return a - std::floor(a / b) * b; }
 double floor_divide(double a, double b) { return std::floor(a / b); }
 double atan2(double a, double b) { return std::atan2(a, b); }
+double hypot(double a, double b) { return std::hypot(a, b); }
+double logaddexp(double a, double b) { return std::max(a, b) + std::log1p(std::exp(-std::fabs(a - b))); }
 
 bool eq(double a, double b) { return a == b; }
 bool ne(double a, double b) { return a != b; }
@@ -229,8 +246,12 @@ bool isfinite(double x) { return std::isfinite(x); }
 }  // namespace ref
 
 Domain unary_domain(const std::string& name) {
-  if (name == "log" || name == "sqrt" || name == "rsqrt" || name == "log1p") return Domain::Positive;
+  if (name == "log" || name == "sqrt" || name == "rsqrt" || name == "log1p" || name == "log2" || name == "log10")
+    return Domain::Positive;
   if (name == "reciprocal") return Domain::NonZero;
+  // tan stays away from its poles; the inverse functions in their domains.
+  if (name == "asin" || name == "acos" || name == "atanh" || name == "tan") return Domain::Unit;
+  if (name == "acosh") return Domain::AboveOne;
   return Domain::Any;
 }
 
@@ -1313,6 +1334,8 @@ Tensor grad_input(const Shape& shape, Domain d, Device dev, uint64_t seed) {
     const double frac = x - std::floor(x);
     if (std::fabs(frac - 0.5) < 0.1 || frac < 0.1 || frac > 0.9) x += 0.23;
     if (d == Domain::Positive && x < 0.25) x = 0.3;
+    if (d == Domain::Unit) x = std::clamp(x / 3.0, -0.85, 0.85);
+    if (d == Domain::AboveOne) x = 1.25 + x * 0.5;
   }
   return make(v, shape, dev).requires_grad_();
 }

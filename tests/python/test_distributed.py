@@ -43,6 +43,8 @@ def collectives(torch, dist, out, device="cpu", prefix=""):
     prefix + key (expected_collectives gives them)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     for name in DTYPES:
+        if name == "int16" and torch.__name__ == "torch":
+            continue  # PyTorch's gloo backend has no int16 ("Invalid scalar type"); ours reduces it
         dt = getattr(torch, name)
         x = (torch.arange(6, dtype=torch.int64).reshape(2, 3) + rank).to(dt).to(device)
         for op in OPS:
@@ -329,6 +331,8 @@ def test_same_results_as_torch_distributed(tmp_path):
     for rank in range(2):
         # PyTorch's gloo runs async ops on two threads, so two in flight on one tensor race there.
         del ours[rank]["async/order"], theirs[rank]["async/order"]
+        for key in [k for k in ours[rank] if "/int16" in k]:
+            del ours[rank][key]
         if rank != 0:  # PyTorch's gloo leaves partial sums in reduce's non-dst tensors; ours are unchanged
             for results in (ours, theirs):
                 for key in [k for k in results[rank] if k.startswith("reduce/")]:

@@ -18,9 +18,10 @@ def leaf(*shape, positive=False, low=None):
 
 
 UNARY = ["neg", "abs", "square", "relu", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "sin", "cos",
-         "sigmoid", "tanh", "silu", "erf"]
-POSITIVE = {"log", "log1p", "sqrt", "rsqrt", "reciprocal"}
-BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2"]
+         "sigmoid", "tanh", "silu", "erf", "erfc", "atan", "sinh", "cosh", "asinh", "exp2"]
+POSITIVE = {"log", "log1p", "sqrt", "rsqrt", "reciprocal", "log2", "log10"}
+UNARY += sorted(POSITIVE - set(UNARY))
+BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "hypot", "logaddexp"]
 
 
 @pytest.mark.parametrize("name", UNARY)

@@ -16,14 +16,17 @@ UNARY = {
     "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
     "reciprocal": lambda x: 1 / x, "sin": np.sin, "cos": np.cos, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
     "tanh": np.tanh, "silu": lambda x: x / (1 + np.exp(-x)),
-    "erf": np.vectorize(math.erf),
+    "erf": np.vectorize(math.erf), "erfc": np.vectorize(math.erfc), "tan": np.tan, "asin": np.arcsin,
+    "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
+    "acosh": lambda x: np.arccosh(x + 1), "atanh": np.arctanh, "log2": np.log2, "log10": np.log10, "exp2": np.exp2,
 }
-POSITIVE = {"log", "log1p", "sqrt", "rsqrt", "reciprocal"}
+POSITIVE = {"log", "log1p", "sqrt", "rsqrt", "reciprocal", "log2", "log10"}
+UNIT = {"asin", "acos", "atanh"}  # sampled in (-1, 1); acosh's reference shifts its input by 1
 
 BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum,
     "minimum": np.minimum, "fmod": np.fmod, "remainder": np.remainder, "atan2": np.arctan2,
-    "pow": np.power,
+    "pow": np.power, "hypot": np.hypot, "logaddexp": np.logaddexp,
 }
 
 
@@ -34,8 +37,10 @@ def sample(shape, positive=False):
 
 @pytest.mark.parametrize("name", sorted(UNARY))
 def test_unary_matches_numpy(name, device):
-    x = sample((5, 7), name in POSITIVE)
-    t = rt.tensor(x, device=device)
+    x = sample((5, 7), name in POSITIVE or name == "acosh")
+    if name in UNIT:
+        x = np.tanh(x)
+    t = rt.tensor(x, device=device) + (1 if name == "acosh" else 0)
     assert_close(getattr(rt, name)(t), UNARY[name](x), rtol=1e-10, atol=1e-12)
     assert_close(getattr(t, name)(), UNARY[name](x), rtol=1e-10, atol=1e-12)
     # Non-contiguous, 0-d and empty inputs.

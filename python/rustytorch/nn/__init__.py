@@ -2,12 +2,15 @@
 from . import functional, init, parallel, utils  # noqa: F401
 from .module import Module  # noqa: F401
 from .modules import (  # noqa: F401
-    AdaptiveAvgPool2d, AlphaDropout, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss, BCEWithLogitsLoss, Conv1d, Conv2d,
-    ConvTranspose1d, ConvTranspose2d, CrossEntropyLoss, Dropout, Dropout1d, Dropout2d, Dropout3d, ELU, Embedding,
-    FeatureAlphaDropout, Flatten, GELU, GroupNorm, Hardtanh, HuberLoss, Identity, KLDivLoss, L1Loss, LayerNorm,
-    LeakyReLU, Linear, LogSoftmax, MaxPool2d, Mish, ModuleDict, ModuleList, MSELoss, NLLLoss, ReLU, ReLU6, RMSNorm,
-    Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Softplus, Tanh, Upsample, UpsamplingBilinear2d,
-    UpsamplingNearest2d,
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AlphaDropout, AvgPool1d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss,
+    BCEWithLogitsLoss, CELU, ConstantPad1d, ConstantPad2d, Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d,
+    CrossEntropyLoss, Dropout, Dropout1d, Dropout2d, Dropout3d, ELU, Embedding, FeatureAlphaDropout, Flatten, GELU,
+    GLU, GroupNorm, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, HuberLoss, Identity, KLDivLoss, L1Loss, LayerNorm,
+    LeakyReLU, Linear, LogSigmoid, LogSoftmax, MaxPool1d, MaxPool2d, Mish, ModuleDict, ModuleList, MSELoss, NLLLoss,
+    ParameterDict, ParameterList, PixelShuffle, PixelUnshuffle, PReLU, ReflectionPad1d, ReflectionPad2d, ReLU,
+    ReLU6, ReplicationPad1d, ReplicationPad2d, RMSNorm, SELU, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax,
+    Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanh, Tanhshrink, Threshold, Unflatten, Upsample,
+    UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d,
 )
 from .parameter import Parameter  # noqa: F401
 from .rnn import GRU, GRUCell, LSTM, LSTMCell  # noqa: F401

@@ -1,7 +1,7 @@
 """nn.functional: the library's nn ops with PyTorch's signatures, and what is composed of public ops
-(so it runs on every device and is differentiable): in-place activations, 1-d and string-padded
-convolutions, padding, interpolation, group and RMS normalization, the dropout variants, distances
-and the losses."""
+(so it runs on every device and is differentiable): in-place activations and the activations beyond
+the library's own, 1-d and string-padded convolutions, 1-d pooling, padding, interpolation, pixel
+shuffling, group and RMS normalization, the dropout variants, distances and the losses."""
 import math
 import numbers
 import warnings
@@ -37,7 +37,8 @@ def _tuple(value, n, op, name):
         if len(value) == 1:
             return tuple(value) * n
         if len(value) != n:
-            raise _C.ValueError(f"{op}: {name} must have 1 or {n} values, got {tuple(value)}")
+            raise _C.ValueError(f"{op}: {name} must have {'1 value' if n == 1 else f'1 or {n} values'}, got "
+                                f"{tuple(value)}")
         return tuple(value)
     return (value,) * n
 
@@ -106,6 +107,130 @@ def mish(input, inplace=False):
     return _in_place(_mish, input) if inplace else _mish(input)
 
 
+def _hardswish(input):
+    """PyTorch's pieces, with its gradients at the joins (0 at -3, 1 at 3); the middle piece sees
+    the input clamped to [-3, 3], so that infinite inputs get finite gradients."""
+    middle = input.clamp(-3, 3)
+    return _C.where(input <= -3, 0.0, _C.where(input < 3, middle * (middle + 3) / 6, input))
+
+
+def hardswish(input, inplace=False):
+    return _in_place(_hardswish, input) if inplace else _hardswish(input)
+
+
+def _hardsigmoid(input):
+    return _hardtanh(input + 3, 0.0, 6.0) / 6
+
+
+def hardsigmoid(input, inplace=False):
+    return _in_place(_hardsigmoid, input) if inplace else _hardsigmoid(input)
+
+
+_SELU_SCALE = 1.0507009873554805
+_SELU_ALPHA = 1.7580993408473766  # SELU's scale * alpha: alpha dropout keeps SELU's mean and variance
+
+
+def _scaled_elu(input, scale, negative_scale, input_scale):
+    """scale x for x > 0, negative_scale (exp(input_scale x) - 1) elsewhere (PyTorch's elu kernel);
+    exp sees only x <= 0, so that its gradient stays finite where it is not taken."""
+    return _C.where(input > 0, input * scale, negative_scale * _C.expm1(input.clamp(max=0) * input_scale))
+
+
+def selu(input, inplace=False):
+    return _in_place(_scaled_elu, input, _SELU_SCALE, _SELU_ALPHA, 1.0) if inplace else \
+        _scaled_elu(input, _SELU_SCALE, _SELU_ALPHA, 1.0)
+
+
+def selu_(input):
+    return selu(input, True)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    if alpha == 0:
+        raise _C.ValueError("celu: alpha cannot be 0")
+    return _in_place(_scaled_elu, input, 1.0, alpha, 1 / alpha) if inplace else \
+        _scaled_elu(input, 1.0, alpha, 1 / alpha)
+
+
+def celu_(input, alpha=1.0):
+    return celu(input, alpha, True)
+
+
+def _threshold(input, threshold, value):
+    return _C.where(input <= threshold, value, input)
+
+
+def threshold(input, threshold, value, inplace=False):
+    """value where input <= threshold, input elsewhere (NaN passes, as in PyTorch)."""
+    return _in_place(_threshold, input, threshold, value) if inplace else _threshold(input, threshold, value)
+
+
+def threshold_(input, threshold, value):
+    return _in_place(_threshold, input, threshold, value)
+
+
+class _LogSigmoid(Function):
+    """min(x, 0) - log(1 + exp(-|x|)), with PyTorch's gradient sigmoid(-x) (1/2 at 0)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(max=0) - _C.log1p(_C.exp(-x.abs()))
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g * _C.sigmoid(-x)
+
+
+def logsigmoid(input):
+    return _LogSigmoid.apply(input)
+
+
+def softsign(input):
+    return input / (input.abs() + 1)
+
+
+def tanhshrink(input):
+    return input - _C.tanh(input)
+
+
+def softshrink(input, lambd=0.5):
+    """x - lambd above lambd, x + lambd below -lambd, 0 between (NaN passes)."""
+    if lambd < 0:
+        raise _C.ValueError(f"softshrink: lambd must be nonnegative, got {lambd}")
+    return _C.where(input.abs() > lambd, input - input.sign() * lambd, input * 0)
+
+
+def hardshrink(input, lambd=0.5):
+    """0 on [-lambd, lambd], x elsewhere (NaN passes)."""
+    return _C.where((input >= -lambd) & (input <= lambd), 0.0, input)
+
+
+def glu(input, dim=-1):
+    """a * sigmoid(b), a and b the halves of input along dim."""
+    if input.dim() == 0:
+        raise _C.ShapeError("glu: does not support scalars because halving size must be even")
+    size = input.size(dim)
+    if size % 2:
+        raise _C.ShapeError(f"glu: halving dimension must be even, but dim {dim} of the input of shape "
+                            f"{_shape(input)} is size {size}")
+    a, b = input.chunk(2, dim)
+    return a * _C.sigmoid(b)
+
+
+def prelu(input, weight):
+    """x where x > 0, weight * x elsewhere; weight holds one value or one per channel (dim 1)."""
+    if weight.dim() > 1:
+        raise _C.ShapeError(f"prelu: expected weight to be a scalar or 1-d tensor, got shape {_shape(weight)}")
+    channels = input.shape[1] if input.dim() >= 2 else 1
+    if weight.numel() not in (1, channels):
+        raise _C.ShapeError(f"prelu: weight of shape {_shape(weight)} has {weight.numel()} values, but the input "
+                            f"of shape {_shape(input)} has {channels} channels")
+    w = weight.reshape([]) if weight.numel() == 1 else _channel_view(weight, input.dim())
+    return _C.where(input > 0, input, w * input)
+
+
 def _softmax_dim(op, ndim, stacklevel):
     """PyTorch's implicit dim (with its deprecation warning) when none is given."""
     warnings.warn(f"Implicit dimension choice for {op} has been deprecated. Change the call to include dim=X "
@@ -119,6 +244,10 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     return _C.log_softmax(input, _softmax_dim("log_softmax", input.dim(), _stacklevel) if dim is None else dim, dtype)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    return _C.softmax(-input, _softmax_dim("softmin", input.dim(), _stacklevel) if dim is None else dim, dtype)
 
 
 # ---- convolution ----------------------------------------------------------------------------------
@@ -175,6 +304,37 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
                                 (dilation, "dilation")))
     return _C.conv_transpose2d(input.unsqueeze(-2), weight.unsqueeze(2), bias, (1, s), (0, p), (0, op), groups,
                                (1, d)).squeeze(-2)
+
+
+# ---- pooling --------------------------------------------------------------------------------------
+
+def _pool1d_input(op, input):
+    """[N, C, L] or [C, L] as [N, C, 1, L] or [C, 1, L], for the 2-d pooling ops."""
+    if input.dim() not in (2, 3):
+        raise _C.ShapeError(f"{op}: expected a 2-d (C, L) or 3-d (N, C, L) input, got shape {_shape(input)}")
+    return input.unsqueeze(-2)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    (k,), (s,), (p,) = (_tuple(v, 1, "avg_pool1d", name) for v, name in
+                        ((kernel_size, "kernel_size"), (kernel_size if stride is None else stride, "stride"),
+                         (padding, "padding")))
+    return _C.avg_pool2d(_pool1d_input("avg_pool1d", input), (1, k), (1, s), (0, p), ceil_mode,
+                         count_include_pad).squeeze(-2)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    (k,), (s,), (p,), (d,) = (_tuple(v, 1, "max_pool1d", name) for v, name in
+                              ((kernel_size, "kernel_size"), (kernel_size if stride is None else stride, "stride"),
+                               (padding, "padding"), (dilation, "dilation")))
+    out = _C.max_pool2d(_pool1d_input("max_pool1d", input), (1, k), (1, s), (0, p), (1, d), ceil_mode,
+                        return_indices)
+    return tuple(t.squeeze(-2) for t in out) if return_indices else out.squeeze(-2)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    (size,) = _tuple(output_size, 1, "adaptive_avg_pool1d", "output_size")
+    return _C.adaptive_avg_pool2d(_pool1d_input("adaptive_avg_pool1d", input), (1, size)).squeeze(-2)
 
 
 # ---- padding and resampling -----------------------------------------------------------------------
@@ -340,6 +500,43 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     return out.clone() if out is input else out
 
 
+def _check_pixel_factor(op, name, factor):
+    if factor <= 0:
+        raise _C.ValueError(f"{op}: expected a positive {name}, got {factor}")
+
+
+def pixel_shuffle(input, upscale_factor):
+    """[*, C r^2, H, W] to [*, C, H r, W r]: each channel group of r^2 becomes an r x r block."""
+    r = upscale_factor
+    _check_pixel_factor("pixel_shuffle", "upscale_factor", r)
+    if input.dim() < 3:
+        raise _C.ShapeError(f"pixel_shuffle: expected an input of at least 3 dims (*, C, H, W), got shape "
+                            f"{_shape(input)}")
+    *batch, c, h, w = input.shape
+    if c % (r * r):
+        raise _C.ShapeError(f"pixel_shuffle: the {c} channels of the input of shape {_shape(input)} are not "
+                            f"divisible by upscale_factor^2 = {r * r}")
+    n = len(batch)
+    blocks = input.reshape(*batch, c // (r * r), r, r, h, w).permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return blocks.reshape(*batch, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """[*, C, H r, W r] to [*, C r^2, H, W], the inverse of pixel_shuffle."""
+    r = downscale_factor
+    _check_pixel_factor("pixel_unshuffle", "downscale_factor", r)
+    if input.dim() < 3:
+        raise _C.ShapeError(f"pixel_unshuffle: expected an input of at least 3 dims (*, C, H, W), got shape "
+                            f"{_shape(input)}")
+    *batch, c, h, w = input.shape
+    if h % r or w % r:
+        raise _C.ShapeError(f"pixel_unshuffle: the height and width of the input of shape {_shape(input)} are "
+                            f"not divisible by downscale_factor = {r}")
+    n = len(batch)
+    blocks = input.reshape(*batch, c, h // r, r, w // r, r).permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return blocks.reshape(*batch, c * r * r, h // r, w // r)
+
+
 # ---- normalization --------------------------------------------------------------------------------
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
@@ -407,9 +604,6 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 
 
 # ---- dropout --------------------------------------------------------------------------------------
-
-_SELU_ALPHA = 1.7580993408473766  # SELU's scale * alpha: alpha dropout keeps SELU's mean and variance
-
 
 def _check_p(op, p):
     if not 0 <= p <= 1:
