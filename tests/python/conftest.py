@@ -29,3 +29,13 @@ def assert_close(actual, expected, rtol=1e-6, atol=1e-7):
     e = to_numpy(expected) if isinstance(expected, rt.Tensor) else np.asarray(expected)
     assert a.shape == e.shape, f"shape {a.shape} != {e.shape}"
     np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def t64(a, device="cpu", requires_grad=False):
+    return rt.tensor(np.asarray(a, dtype=np.float64), dtype=rt.float64, device=device, requires_grad=requires_grad)
+
+
+def gradcheck(fn, arrays, device):
+    """gradcheck of fn on float64 leaves built from arrays, the computation running on device."""
+    leaves = [t64(a, requires_grad=True) for a in arrays]
+    return rt.autograd.gradcheck(lambda *xs: fn(*(x.to(device) for x in xs)).cpu(), leaves)

@@ -15,7 +15,7 @@ import pytest
 import rustytorch as rt
 from rustytorch import nn
 from rustytorch.nn import functional as F
-from conftest import assert_close, to_numpy
+from conftest import assert_close, gradcheck, t64, to_numpy
 
 rng = np.random.default_rng(11)
 
@@ -23,15 +23,6 @@ rng = np.random.default_rng(11)
 def randn(*shape):
     return rng.standard_normal(shape)
 
-
-def t64(a, device="cpu", requires_grad=False):
-    return rt.tensor(np.asarray(a, dtype=np.float64), dtype=rt.float64, device=device, requires_grad=requires_grad)
-
-
-def gradcheck(fn, arrays, device):
-    """gradcheck of fn on float64 leaves built from arrays, the computation running on device."""
-    leaves = [t64(a, requires_grad=True) for a in arrays]
-    return rt.autograd.gradcheck(lambda *xs: fn(*(x.to(device) for x in xs)).cpu(), leaves)
 
 
 def np_sigmoid(x):

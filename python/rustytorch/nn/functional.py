@@ -500,19 +500,20 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     return out.clone() if out is input else out
 
 
-def _check_pixel_factor(op, name, factor):
+def _pixel_input(op, input, name, factor):
+    """input's batch dims and C, H, W, after checking factor and the input's rank."""
     if factor <= 0:
         raise _C.ValueError(f"{op}: expected a positive {name}, got {factor}")
+    if input.dim() < 3:
+        raise _C.ShapeError(f"{op}: expected an input of at least 3 dims (*, C, H, W), got shape {_shape(input)}")
+    *batch, c, h, w = input.shape
+    return batch, c, h, w
 
 
 def pixel_shuffle(input, upscale_factor):
     """[*, C r^2, H, W] to [*, C, H r, W r]: each channel group of r^2 becomes an r x r block."""
     r = upscale_factor
-    _check_pixel_factor("pixel_shuffle", "upscale_factor", r)
-    if input.dim() < 3:
-        raise _C.ShapeError(f"pixel_shuffle: expected an input of at least 3 dims (*, C, H, W), got shape "
-                            f"{_shape(input)}")
-    *batch, c, h, w = input.shape
+    batch, c, h, w = _pixel_input("pixel_shuffle", input, "upscale_factor", r)
     if c % (r * r):
         raise _C.ShapeError(f"pixel_shuffle: the {c} channels of the input of shape {_shape(input)} are not "
                             f"divisible by upscale_factor^2 = {r * r}")
@@ -524,11 +525,7 @@ def pixel_shuffle(input, upscale_factor):
 def pixel_unshuffle(input, downscale_factor):
     """[*, C, H r, W r] to [*, C r^2, H, W], the inverse of pixel_shuffle."""
     r = downscale_factor
-    _check_pixel_factor("pixel_unshuffle", "downscale_factor", r)
-    if input.dim() < 3:
-        raise _C.ShapeError(f"pixel_unshuffle: expected an input of at least 3 dims (*, C, H, W), got shape "
-                            f"{_shape(input)}")
-    *batch, c, h, w = input.shape
+    batch, c, h, w = _pixel_input("pixel_unshuffle", input, "downscale_factor", r)
     if h % r or w % r:
         raise _C.ShapeError(f"pixel_unshuffle: the height and width of the input of shape {_shape(input)} are "
                             f"not divisible by downscale_factor = {r}")
