@@ -252,7 +252,11 @@ void bind_tensor(py::module_& m, TensorClass& cls) {
       .def("zero_", &Tensor::zero_)
       // ---- views ----
       .def("view",
-           [](const Tensor& t, const py::args& a) {
+           [](const Tensor& t, const py::args& a, const py::kwargs& kw) {
+             // view(*shape), view(shape), view(dtype), and the keyword forms view(size=...), view(dtype=...).
+             if (a.size() == 0 && kw.size() == 1 && kw.contains("dtype")) return t.view_dtype(kw["dtype"].cast<DType>());
+             if (a.size() == 0 && kw.size() == 1 && kw.contains("size")) return t.view(to_shape(kw["size"], "view(): size"));
+             if (kw.size() != 0) throw py::type_error("view() takes a shape or a dtype, positionally or as size= or dtype=");
              if (a.size() == 1 && py::isinstance<DType>(a[0])) return t.view_dtype(a[0].cast<DType>());
              return t.view(shape_args(a, "view(): shape"));
            })

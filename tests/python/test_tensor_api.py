@@ -744,6 +744,7 @@ def test_view_as_another_dtype_reads_the_same_bytes():
     np.testing.assert_array_equal(x.view(rt.uint8).view(rt.float32).numpy(), x.numpy())
     np.testing.assert_array_equal(x[:, 1:].view(rt.int16).numpy(), x.numpy()[:, 1:].view(np.int16))
     assert x.view(rt.int32).data_ptr() == x.data_ptr()
+    assert rt.equal(x.view(dtype=rt.int32), x.view(rt.int32)) and x.view(size=(3, 2)).shape == (3, 2)
     with pytest.raises(rt.ShapeError, match="last dimension must have stride 1"):
         x.t().view(rt.int16)
     with pytest.raises(TypeError):
