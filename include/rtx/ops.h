@@ -354,6 +354,11 @@ RTX_API Tensor diff(const Tensor& x, int64_t n = 1, int64_t dim = -1, const Tens
                     const Tensor& append = {});
 // The windows of `size` elements every `step` along dim, as a new last dim (a view, Tensor.unfold).
 RTX_API Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step);
+// Coordinate grids of 0-d or 1-d tensors (views): "ij" puts tensor i along dim i, "xy" swaps the first two.
+RTX_API TensorList meshgrid(const TensorList& tensors, const std::string& indexing = "ij");
+// gather along dim after broadcasting x and indices in every other dim; over the flattened tensors
+// without dim.
+RTX_API Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim = std::nullopt);
 RTX_API ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
 // Stable sort.
 RTX_API ValuesIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false);

@@ -642,6 +642,12 @@ void bind_rearrange(py::module_& m, TensorClass& cls) {
     return rtx::diff(x, n, dim, prepend.value_or(Tensor()), append.value_or(Tensor()));
   }, py::arg("n") = 1, py::arg("dim") = -1, py::arg("prepend") = py::none(), py::arg("append") = py::none());
   cls.def("unfold", &rtx::unfold, py::arg("dimension"), py::arg("size"), py::arg("step"));
+  // meshgrid(a, b, ...) or meshgrid([a, b, ...]), as PyTorch takes either.
+  m.def("meshgrid", [](const py::args& args, const std::string& indexing) {
+    const bool one_list = args.size() == 1 && !py::isinstance<Tensor>(args[0]);
+    return rtx::meshgrid((one_list ? args[0] : py::object(args)).cast<TensorList>(), indexing);
+  }, py::kw_only(), py::arg("indexing") = "ij");
+  def_op(m, cls, "take_along_dim", &rtx::take_along_dim, py::arg("indices"), py::arg("dim") = py::none());
   def_op(m, cls, "outer", &rtx::outer, py::arg("vec2"));
   def_op(m, cls, "ger", &rtx::outer, py::arg("vec2"));
   def_op(m, cls, "dot", &rtx::dot, py::arg("tensor"));

@@ -1,6 +1,7 @@
 // Rearranging ops built from other ops (so every device and autograd come with them): flip, roll,
-// movedim, repeat_interleave, diff and unfold's sliding windows.
+// movedim, repeat_interleave, diff, unfold's sliding windows, meshgrid and take_along_dim.
 #include <algorithm>
+#include <numeric>
 
 #include "ops/internal.h"
 
@@ -157,6 +158,53 @@ Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
   sizes.push_back(size);
   strides.push_back(x.stride(d));
   return as_strided(x, sizes, strides, x.storage_offset());
+}
+
+TensorList meshgrid(const TensorList& tensors, const std::string& indexing) {
+  RTX_CHECK(indexing == "ij" || indexing == "xy", ValueError, "[meshgrid] indexing must be 'ij' or 'xy', got '{}'",
+            indexing);
+  RTX_CHECK(!tensors.empty(), ValueError, "[meshgrid] expects at least one tensor");
+  // Tensor i varies along output dim i; "xy" swaps the first two dims (Cartesian indexing).
+  std::vector<int64_t> axis(tensors.size());
+  std::iota(axis.begin(), axis.end(), 0);
+  if (indexing == "xy" && tensors.size() >= 2) std::swap(axis[0], axis[1]);
+  Shape shape(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    check_defined(tensors[i], "meshgrid");
+    RTX_CHECK(tensors[i].dim() <= 1, ShapeError, "[meshgrid] expects 0-d or 1-d tensors, got tensor {} of shape {}", i,
+              shape_str(tensors[i].sizes()));
+    RTX_CHECK(tensors[i].dtype() == tensors[0].dtype() && tensors[i].device() == tensors[0].device(), ValueError,
+              "[meshgrid] expects tensors of one dtype and device, got {} on {} and {} on {}", tensors[0].dtype(),
+              tensors[0].device().str(), tensors[i].dtype(), tensors[i].device().str());
+    shape[static_cast<size_t>(axis[i])] = tensors[i].numel();
+  }
+  TensorList out;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    Shape along(tensors.size(), 1);
+    along[static_cast<size_t>(axis[i])] = tensors[i].numel();
+    out.push_back(tensors[i].reshape(along).expand(shape));
+  }
+  return out;
+}
+
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim) {
+  check_defined(x, "take_along_dim");
+  check_defined(indices, "take_along_dim");
+  if (!dim) return gather(x.flatten(), 0, indices.flatten());
+  RTX_CHECK(x.dim() == indices.dim(), ShapeError,
+            "[take_along_dim] input of shape {} and indices of shape {} must have as many dims", shape_str(x.sizes()),
+            shape_str(indices.sizes()));
+  const int64_t d = wrap_dim(*dim, std::max<int64_t>(x.dim(), 1), "take_along_dim");
+  if (x.dim() == 0) return gather(x.view({1}), 0, indices.view({1})).view({});
+  // Every dim but d broadcasts between the two.
+  Shape in_shape = x.sizes(), idx_shape = indices.sizes();
+  for (int64_t k = 0; k < x.dim(); ++k) {
+    if (k == d) continue;
+    const Shape both = broadcast_shapes({in_shape[static_cast<size_t>(k)]}, {idx_shape[static_cast<size_t>(k)]},
+                                        "take_along_dim");
+    in_shape[static_cast<size_t>(k)] = idx_shape[static_cast<size_t>(k)] = both[0];
+  }
+  return gather(x.expand(in_shape), d, indices.expand(idx_shape));
 }
 
 }  // namespace rtx

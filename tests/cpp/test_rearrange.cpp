@@ -93,6 +93,25 @@ TEST_P(RearrangeTest, UnfoldMakesWindowViews) {
   EXPECT_TRUE(throws<ShapeError>([&] { unfold(x, 1, 6, 1); }, "[unfold] window size 6"));
 }
 
+TEST_P(RearrangeTest, MeshgridAndTakeAlongDim) {
+  const Tensor a = make({1, 2, 3}, {3}, dev()), b = make({10, 20}, {2}, dev());
+  const TensorList ij = meshgrid({a, b});
+  EXPECT_EQ(ij[0].sizes(), (Shape{3, 2}));
+  EXPECT_EQ(values(ij[0]), ints({1, 1, 2, 2, 3, 3}));
+  EXPECT_EQ(values(ij[1]), ints({10, 20, 10, 20, 10, 20}));
+  const TensorList xy = meshgrid({a, b}, "xy");
+  EXPECT_EQ(xy[0].sizes(), (Shape{2, 3}));
+  EXPECT_EQ(values(xy[0]), ints({1, 2, 3, 1, 2, 3}));
+  EXPECT_TRUE(throws<ShapeError>([&] { meshgrid({a, base({2, 2})}); }, "[meshgrid] expects 0-d or 1-d tensors"));
+  // Row-wise picks, the index broadcast over the rows.
+  const Tensor x = base({2, 3});
+  const Tensor pick = tensor(std::vector<int64_t>{2, 0}, TensorOptions(kInt64, dev())).view({1, 2});
+  EXPECT_EQ(values(take_along_dim(x, pick, 1)), ints({2, 0, 5, 3}));
+  EXPECT_EQ(values(take_along_dim(x, tensor(std::vector<int64_t>{5, 1}, TensorOptions(kInt64, dev())))), ints({5, 1}));
+  EXPECT_TRUE(gradcheck(unary([&](const Tensor& t) { return take_along_dim(t, pick, 1); }), {leaf({2, 3}, dev())}));
+  EXPECT_TRUE(throws<ShapeError>([&] { take_along_dim(x, pick.view({2}), 1); }, "[take_along_dim]"));
+}
+
 TEST_P(RearrangeTest, ProductsAgainstLoops) {
   const Tensor a = make({1, 2, 3}, {3}, dev()), b = make({4, -1, 0.5}, {3}, dev());
   EXPECT_EQ(values(outer(a, b)), (std::vector<double>{4, -1, 0.5, 8, -2, 1, 12, -3, 1.5}));

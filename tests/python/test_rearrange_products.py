@@ -1,4 +1,4 @@
-"""flip, roll, movedim, repeat_interleave, diff, unfold, the matmul-based products (outer, dot, mv,
+"""flip, roll, movedim, repeat_interleave, diff, unfold, meshgrid, take_along_dim, the matmul-based products (outer, dot, mv,
 addmm, baddbmm), count_nonzero, clamp_min/max, tril_/triu_ and PyTorch's alias names, called as
 scripts call them: against numpy float64 references, and against PyTorch itself where installed."""
 import numpy as np
@@ -42,12 +42,29 @@ def test_against_numpy(device):
     assert_close(u, np.zeros_like(a))
 
 
+def test_meshgrid_and_take_along_dim_against_numpy(device):
+    x, y = rng.standard_normal(3), rng.standard_normal(2)
+    gx, gy = rt.meshgrid(rt.tensor(x, device=device), rt.tensor(y, device=device), indexing="xy")
+    ex, ey = np.meshgrid(x, y, indexing="xy")
+    assert_close(gx, ex) and assert_close(gy, ey)
+    a = rng.standard_normal((3, 4))
+    order = np.argsort(a, axis=1)
+    assert_close(rt.take_along_dim(rt.tensor(a, device=device), rt.tensor(order, device=device), 1),
+                 np.take_along_axis(a, order, 1))
+    with pytest.raises(rt.ValueError, match="indexing must be 'ij' or 'xy'"):
+        rt.meshgrid(rt.tensor(x), indexing="ji")
+    with pytest.raises(rt.ShapeError, match=r"\[take_along_dim\] input of shape \[3, 4\]"):
+        rt.take_along_dim(rt.tensor(a), rt.tensor([1]), 1)
+
+
 def test_gradients():
     for f, shape in [(lambda x: x.flip(0), (3, 2)), (lambda x: x.roll(1, 0), (3, 2)),
                      (lambda x: x.repeat_interleave(2, dim=1), (2, 2)), (lambda x: x.diff(dim=0), (3, 2)),
                      (lambda x: x.unfold(0, 2, 1), (4,)), (lambda x: rt.outer(x, x), (3,)),
                      (lambda x: rt.addmm(x, x, x, beta=2, alpha=0.5), (2, 2)), (rt.tan, (2, 2)),
-                     (lambda x: rt.hypot(x, x * 2 + 1), (2, 2))]:
+                     (lambda x: rt.hypot(x, x * 2 + 1), (2, 2)),
+                     (lambda x: x.take_along_dim(rt.tensor([[1, 0, 1]]), 0), (2, 3)),
+                     (lambda x: rt.meshgrid(x, x)[0] * rt.meshgrid(x, x)[1], (3,))]:
         x = rt.tensor(rng.uniform(-0.8, 0.8, shape), requires_grad=True)
         assert rt.autograd.gradcheck(f, (x,))
 
@@ -89,6 +106,18 @@ def test_like_pytorch():
         assert tuple(ours.shape) == tuple(theirs.shape), i
         np.testing.assert_allclose(to_numpy(ours).astype(np.float64), theirs.double().numpy(), rtol=2e-6, atol=2e-6,
                                    err_msg=str(i))
+    x, y = rt.arange(3.0), rt.arange(4.0)
+    for indexing in ("ij", "xy"):
+        ours = rt.meshgrid(x, y, indexing=indexing)
+        theirs = torch.meshgrid(torch.arange(3.0), torch.arange(4.0), indexing=indexing)
+        assert all(np.array_equal(o.numpy(), t.numpy()) for o, t in zip(ours, theirs))
+    assert [tuple(g.shape) for g in rt.meshgrid([x, y, rt.tensor(1.0)], indexing="xy")] == [(4, 3, 1)] * 3
+    idx = rng.integers(0, 4, (2, 1, 3))
+    np.testing.assert_array_equal(rt.take_along_dim(rt.tensor(a), rt.tensor(idx), dim=2).numpy(),
+                                  torch.take_along_dim(torch.tensor(a), torch.tensor(idx), dim=2).numpy())
+    flat = rng.integers(0, 24, (5,))
+    np.testing.assert_array_equal(rt.tensor(a).take_along_dim(rt.tensor(flat)).numpy(),
+                                  torch.tensor(a).take_along_dim(torch.tensor(flat)).numpy())
     # The grouped-query attention idiom of Llama-style scripts.
     k = rng.standard_normal((2, 2, 5, 4)).astype(np.float32)
     np.testing.assert_array_equal(rt.tensor(k).repeat_interleave(3, dim=1).numpy(),
