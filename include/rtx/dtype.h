@@ -53,6 +53,24 @@ constexpr bool is_integral(DType t) {
   return t == DType::UInt8 || t == DType::Int8 || t == DType::Int16 || t == DType::Int32 || t == DType::Int64;
 }
 
+// The largest finite value of a dtype, as a double (int64's rounds up to 2^63); its lowest is
+// -largest_value for floats, -largest_value - 1 for signed integers and 0 for uint8 and bool.
+constexpr double largest_value(DType t) {
+  switch (t) {
+    case DType::Bool: return 1.0;
+    case DType::UInt8: return 255.0;
+    case DType::Int8: return 127.0;
+    case DType::Int16: return 32767.0;
+    case DType::Int32: return 2147483647.0;
+    case DType::Int64: return 9223372036854775807.0;
+    case DType::Float16: return 65504.0;
+    case DType::BFloat16: return 3.3895313892515355e38;
+    case DType::Float32: return 3.4028234663852886e38;
+    case DType::Float64: return 1.7976931348623157e308;
+  }
+  return 0.0;
+}
+
 // The smallest type both a and b convert to without losing their category (torch.promote_types).
 RTX_API DType promote_types(DType a, DType b);
 

@@ -364,6 +364,114 @@ RTX_API ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool la
 RTX_API ValuesIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false);
 RTX_API Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
 
+// ---- ops built from the ops above (so every device, dtype rule and autograd come with them) --------
+// Elementwise (src/ops/elementwise.cpp). Floating NaN, +inf and -inf replaced by nan, posinf and
+// neginf (defaults: 0 and the dtype's largest and lowest finite values); other dtypes are copied.
+RTX_API Tensor nan_to_num(const Tensor& x, double nan = 0.0, std::optional<double> posinf = std::nullopt,
+                          std::optional<double> neginf = std::nullopt);
+// log(p / (1 - p)), with p clamped to [eps, 1 - eps] when eps is given.
+RTX_API Tensor logit(const Tensor& x, std::optional<double> eps = std::nullopt);
+// x * log(y), 0 where x is 0 and y is not NaN.
+RTX_API Tensor xlogy(const Tensor& x, const Tensor& y);
+// x - trunc(x).
+RTX_API Tensor frac(const Tensor& x);
+// Whether the sign bit is set (bool; true for -0.0 and a negative NaN).
+RTX_API Tensor signbit(const Tensor& x);
+// |a| with the sign of b (-0.0 counts as negative), in a floating dtype.
+RTX_API Tensor copysign(const Tensor& a, const Tensor& b);
+// 0 where x < 0, values where x == 0, 1 where x > 0; x and values of one dtype.
+RTX_API Tensor heaviside(const Tensor& x, const Tensor& values);
+// maximum and minimum that ignore a NaN when the other operand is a number.
+RTX_API Tensor fmax(const Tensor& a, const Tensor& b);
+RTX_API Tensor fmin(const Tensor& a, const Tensor& b);
+RTX_API Tensor isposinf(const Tensor& x);
+RTX_API Tensor isneginf(const Tensor& x);
+RTX_API Tensor deg2rad(const Tensor& x);
+RTX_API Tensor rad2deg(const Tensor& x);
+// pow computed in float64.
+RTX_API Tensor float_power(const Tensor& a, const Tensor& b);
+
+// Statistics (src/ops/statistics.cpp). (var, mean) and (std, mean) of one pass over the arguments.
+RTX_API TensorList var_mean(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+RTX_API TensorList std_mean(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+// (amin, amax).
+RTX_API TensorList aminmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+// sum and mean of the elements that are not NaN.
+RTX_API Tensor nansum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+RTX_API Tensor nanmean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+// The k-th smallest element (k from 1) along dim and its index.
+RTX_API ValuesIndices kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdim = false);
+// The lower median (element (n - 1) / 2 of the sorted values; NaN when there is one) of all elements,
+// and along dim with its index. nanmedian skips NaNs.
+RTX_API Tensor median(const Tensor& x);
+RTX_API ValuesIndices median(const Tensor& x, int64_t dim, bool keepdim = false);
+RTX_API Tensor nanmedian(const Tensor& x);
+RTX_API ValuesIndices nanmedian(const Tensor& x, int64_t dim, bool keepdim = false);
+// The q-quantiles (q in [0, 1], a 0-d or 1-d float tensor) of the flattened tensor or along dim;
+// interpolation: "linear", "lower", "higher", "midpoint" or "nearest". A 1-d q puts its dim first.
+RTX_API Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim = std::nullopt,
+                        bool keepdim = false, const std::string& interpolation = "linear");
+
+// Counting and searching (src/ops/search.cpp), not differentiable. unique gives the sorted distinct
+// values of the flattened x, the index of each element's value (x's shape) and each value's count;
+// unique_consecutive the same for runs of equal neighbours (unsorted). NaNs are distinct.
+RTX_API TensorList unique(const Tensor& x);
+RTX_API TensorList unique_consecutive(const Tensor& x);
+// Occurrences of each value of a 1-d non-negative integer tensor (int64), or the sums of weights (of
+// weights' floating dtype, else float64); max(x) + 1 bins, at least minlength.
+RTX_API Tensor bincount(const Tensor& x, const Tensor& weights = {}, int64_t minlength = 0);
+// For each value, the index where it would be inserted into the sorted last dim of sorted_sequence
+// (1-d, or sharing values' leading dims) to keep it sorted: before equal elements, or after them when
+// right. sorter (int64) sorts an unsorted sequence. int64 indices, int32 with out_int32.
+RTX_API Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false,
+                            bool out_int32 = false, const Tensor& sorter = {});
+// searchsorted(boundaries, x, right): the bucket of each element of x among 1-d boundaries.
+RTX_API Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool right = false, bool out_int32 = false);
+
+// Joining and splitting (src/ops/stacking.cpp). Tensors with at least 1, 2 or 3 dims: a 0-d tensor
+// becomes [1] ([1, 1], [1, 1, 1]), a 1-d [n] becomes [1, n] ([1, n, 1]), a 2-d [m, n] [m, n, 1].
+RTX_API Tensor atleast_1d(const Tensor& x);
+RTX_API Tensor atleast_2d(const Tensor& x);
+RTX_API Tensor atleast_3d(const Tensor& x);
+// cat along dim 1 (dim 0 for 1-d tensors), dim 0 of atleast_2d, dim 2 of atleast_3d, and the columns
+// of 2-d tensors (1-d ones as columns).
+RTX_API Tensor hstack(const TensorList& tensors);
+RTX_API Tensor vstack(const TensorList& tensors);
+RTX_API Tensor dstack(const TensorList& tensors);
+RTX_API Tensor column_stack(const TensorList& tensors);
+// Views of x along dim: `sections` pieces as equal as can be (the first size % sections one longer),
+// or pieces cut at the given indices.
+RTX_API TensorList tensor_split(const Tensor& x, int64_t sections, int64_t dim = 0);
+RTX_API TensorList tensor_split(const Tensor& x, const Shape& indices, int64_t dim = 0);
+// Block-diagonal matrix of 0-d, 1-d (a row) or 2-d tensors.
+RTX_API Tensor block_diag(const TensorList& tensors);
+// Every combination of the elements of 1-d tensors, one per row ([n] for one tensor).
+RTX_API Tensor cartesian_prod(const TensorList& tensors);
+
+// Matrices (src/ops/matrix.cpp). The diagonal of a matrix, or the square matrix with a vector on
+// diagonal `offset`.
+RTX_API Tensor diag(const Tensor& x, int64_t offset = 0);
+// Matrices over dims (dim1, dim2) of the result holding x's last dim on their diagonal `offset`.
+RTX_API Tensor diag_embed(const Tensor& x, int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1);
+// Sum of a matrix's diagonal.
+RTX_API Tensor trace(const Tensor& x);
+// The [2, count] int64 coordinates of the lower (upper) triangle of a rows x cols matrix, row by row.
+RTX_API Tensor tril_indices(int64_t rows, int64_t cols, int64_t offset = 0,
+                            const TensorOptions& options = TensorOptions(kInt64));
+RTX_API Tensor triu_indices(int64_t rows, int64_t cols, int64_t offset = 0,
+                            const TensorOptions& options = TensorOptions(kInt64));
+// Kronecker product.
+RTX_API Tensor kron(const Tensor& a, const Tensor& b);
+// Contracts a's dims_a with b's dims_b (in pairs); the int form takes a's last n dims and b's first n.
+RTX_API Tensor tensordot(const Tensor& a, const Tensor& b, int64_t n = 2);
+RTX_API Tensor tensordot(const Tensor& a, const Tensor& b, const Shape& dims_a, const Shape& dims_b);
+// 3-d cross product along dim (the first dim of size 3 when absent), broadcast.
+RTX_API Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim = std::nullopt);
+// p-norm distances between the rows of [..., P, M] and [..., R, M]: [..., P, R].
+RTX_API Tensor cdist(const Tensor& a, const Tensor& b, double p = 2.0);
+// x turned k quarter turns from dims[0] towards dims[1].
+RTX_API Tensor rot90(const Tensor& x, int64_t k = 1, const Shape& dims = {0, 1});
+
 // ---- multi-tensor ops (one kernel call per device and dtype of the list) ------------------------
 // The ord-norm of each tensor as a 0-d tensor of its dtype, or of dtype converted to (PyTorch's _foreach_norm).
 RTX_API TensorList foreach_norm(const TensorList& tensors, double ord = 2.0,

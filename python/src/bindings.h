@@ -16,6 +16,7 @@ void bind_errors(py::module_& m);
 void bind_types(py::module_& m);
 void bind_tensor(py::module_& m, TensorClass& cls);
 void bind_ops(py::module_& m, TensorClass& cls);
+void bind_composite_ops(py::module_& m, TensorClass& cls);  // called by bind_ops
 void bind_numpy(py::module_& m, TensorClass& cls);
 void bind_dlpack(py::module_& m, TensorClass& cls);
 void bind_autograd(py::module_& m, TensorClass& cls);

@@ -137,6 +137,11 @@ int64_t to_int64(py::handle obj, const char* what);
 Shape shape_args(const py::args& args, const char* what);
 // Reduced dims: None (every dim), an int, or a sequence of ints.
 Shape dims_arg(const py::object& dims, const char* what);
+// The correction of var/std from PyTorch's unbiased/correction arguments.
+inline int64_t correction_of(std::optional<bool> unbiased, std::optional<int64_t> correction) {
+  if (correction) return *correction;
+  return unbiased.value_or(true) ? 1 : 0;
+}
 // What from_numpy, frombuffer and from_dlpack return for t, a tensor over memory that Python owns
 // (`source` names it in messages: "the NumPy array"). Memory that is read-only is copied, with a
 // UserWarning naming op (PyTorch warns too, but shares it): no in-place op can then write into a

@@ -59,12 +59,6 @@ Shape pair_of(const py::object& v, const char* what) {
   return s;
 }
 
-// The correction of var/std from PyTorch's unbiased/correction arguments.
-int64_t correction_of(std::optional<bool> unbiased, std::optional<int64_t> correction) {
-  if (correction) return *correction;
-  return unbiased.value_or(true) ? 1 : 0;
-}
-
 // nonzero(x, as_tuple=True): one 1-d tensor of coordinates per dim (a 0-d x counts as 1-d).
 py::tuple nonzero_tuple(const Tensor& x) {
   const Tensor coordinates = rtx::nonzero(x.dim() == 0 ? x.reshape({1}) : x);
@@ -746,6 +740,7 @@ void bind_ops(py::module_& m, TensorClass& cls) {
   m.def("is_floating_point", &rtx::Tensor::is_floating_point, py::arg("input"));
   m.def("is_tensor", [](py::handle obj) { return py::isinstance<Tensor>(obj); }, py::arg("obj"));
   bind_rearrange(m, cls);
+  bind_composite_ops(m, cls);
   bind_aliases(m, cls);
 }
 

@@ -19,26 +19,9 @@ std::ostream& operator<<(std::ostream& os, const Scalar& s) {
 namespace rtx::detail {
 namespace {
 
-// The largest finite value of a dtype, as a double.
-double max_of(DType t) {
-  switch (t) {
-    case kBool: return 1.0;
-    case kUInt8: return 255.0;
-    case kInt8: return 127.0;
-    case kInt16: return 32767.0;
-    case kInt32: return 2147483647.0;
-    case kInt64: return 9223372036854775807.0;  // rounds to 2^63, which is checked as out of range
-    case kFloat16: return 65504.0;
-    case kBFloat16: return 3.3895313892515355e38;
-    case kFloat32: return 3.4028234663852886e38;
-    case kFloat64: return 1.7976931348623157e308;
-  }
-  return 0.0;
-}
-
 bool fits(const Scalar& value, DType dtype) {
   if (dtype == kBool || value.is_bool()) return true;
-  const double top = max_of(dtype);
+  const double top = largest_value(dtype);
   if (is_integral(dtype)) {
     const double lowest = dtype == kUInt8 ? 0.0 : -top - 1.0;
     if (value.is_integral()) {

@@ -1,5 +1,5 @@
 // Rearranging ops built from other ops (so every device and autograd come with them): flip, roll,
-// movedim, repeat_interleave, diff, unfold's sliding windows, meshgrid and take_along_dim.
+// movedim, repeat_interleave, diff, unfold's sliding windows, meshgrid, take_along_dim and rot90.
 #include <algorithm>
 #include <numeric>
 
@@ -205,6 +205,20 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int6
     in_shape[static_cast<size_t>(k)] = idx_shape[static_cast<size_t>(k)] = both[0];
   }
   return gather(x.expand(in_shape), d, indices.expand(idx_shape));
+}
+
+Tensor rot90(const Tensor& x, int64_t k, const Shape& dims) {
+  check_defined(x, "rot90");
+  RTX_CHECK(dims.size() == 2, ValueError, "[rot90] expects 2 dims, got {}", shape_str(dims));
+  RTX_CHECK(x.dim() >= 2, ShapeError, "[rot90] expects a tensor of at least 2 dims, got shape {}",
+            shape_str(x.sizes()));
+  const std::vector<int64_t> d = distinct_dims(x, dims, "rot90");
+  switch (((k % 4) + 4) % 4) {
+    case 1: return flip(x, {d[1]}).transpose(d[0], d[1]);
+    case 2: return flip(x, {d[0], d[1]});
+    case 3: return flip(x, {d[0]}).transpose(d[0], d[1]);
+    default: return x.clone();
+  }
 }
 
 }  // namespace rtx
