@@ -308,10 +308,12 @@ RTX_API Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tens
 // softmax(q k^T * scale + attn_mask) v over the last two dims: query [..., L, E], key [..., S, E],
 // value [..., S, Ev]. A bool attn_mask keeps its true positions, a float one is added to the scores;
 // is_causal keeps the keys j <= i; scale defaults to 1 / sqrt(E). Without a mask or dropout the
-// scores are never stored (fused kernels).
+// scores are never stored (fused kernels). enable_gqa lets key and value [..., Hkv, S, E] have fewer
+// heads than query [..., Hq, L, E] (Hq a multiple of Hkv; query head h reads head h / (Hq / Hkv)).
 RTX_API Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                             const Tensor& attn_mask = {}, double dropout_p = 0.0,
-                                            bool is_causal = false, std::optional<double> scale = std::nullopt);
+                                            bool is_causal = false, std::optional<double> scale = std::nullopt,
+                                            bool enable_gqa = false);
 // int64 indices -> int64 one-hot rows (num_classes = max + 1 when negative).
 RTX_API Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 

@@ -484,10 +484,10 @@ void bind_linalg_nn(py::module_& m, TensorClass& cls) {
   m.def("dropout", &rtx::dropout, py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true);
   m.def("scaled_dot_product_attention", [](const Tensor& q, const Tensor& k, const Tensor& v,
                                            const std::optional<Tensor>& mask, double dropout_p, bool is_causal,
-                                           std::optional<double> scale) {
-    return rtx::scaled_dot_product_attention(q, k, v, mask.value_or(Tensor()), dropout_p, is_causal, scale);
+                                           std::optional<double> scale, bool enable_gqa) {
+    return rtx::scaled_dot_product_attention(q, k, v, mask.value_or(Tensor()), dropout_p, is_causal, scale, enable_gqa);
   }, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(), py::arg("dropout_p") = 0.0,
-        py::arg("is_causal") = false, py::arg("scale") = py::none());
+        py::arg("is_causal") = false, py::arg("scale") = py::none(), py::arg("enable_gqa") = false);
   m.def("cross_entropy", [](const Tensor& x, const Tensor& t, const std::optional<Tensor>& w, int64_t ignore_index,
                             const std::string& reduction, double label_smoothing) {
     return rtx::cross_entropy(x, t, w.value_or(Tensor()), ignore_index, reduction_of(reduction), label_smoothing);

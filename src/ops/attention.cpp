@@ -122,13 +122,39 @@ Tensor attention_fused(const Tensor& query, const Tensor& key, const Tensor& val
   return out;
 }
 
+// Attention of Hq query heads over Hkv key and value heads (Hq a multiple of Hkv): query head h
+// reads key and value head h / (Hq / Hkv). Queries are viewed as [..., Hkv, group, L, E] and keys and
+// values expanded (stride 0) to the same group, so that no head is copied on the way in and the
+// gradients of a group sum back to its key and value head.
+Tensor grouped_query_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                               double dropout_p, bool is_causal, std::optional<double> scale) {
+  const int64_t hq = q.size(-3), hkv = k.size(-3);
+  RTX_CHECK(v.size(-3) == hkv && hkv > 0 && hq % hkv == 0, ShapeError,
+            "[{}] with enable_gqa the query heads ({}) must be a multiple of the key and value heads ({} and {})", kOp,
+            hq, hkv, v.size(-3));
+  const int64_t group = hq / hkv;
+  const auto grouped = [group](const Tensor& t) {
+    Shape shape = t.sizes();
+    shape.insert(shape.end() - 2, group);
+    return t.unsqueeze(-3).expand(shape);
+  };
+  Tensor mask = attn_mask;
+  if (mask.defined() && mask.dim() >= 3)
+    mask = mask.size(-3) == hq ? mask.unflatten(-3, {hkv, group}) : mask.unsqueeze(-3);
+  const Tensor out = scaled_dot_product_attention(q.unflatten(-3, {hkv, group}), grouped(k), grouped(v), mask,
+                                                  dropout_p, is_causal, scale);
+  return out.flatten(-4, -3);
+}
+
 }  // namespace
 
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
-                                    double dropout_p, bool is_causal, std::optional<double> scale) {
-  RTX_AUTOCAST(lower, scaled_dot_product_attention, q, k, v, attn_mask, dropout_p, is_causal, scale);
+                                    double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  RTX_AUTOCAST(lower, scaled_dot_product_attention, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa);
   check_inputs(q, k, v, attn_mask, dropout_p, is_causal);
+  if (enable_gqa && q.dim() >= 3 && k.dim() == q.dim() && v.dim() == q.dim() && k.size(-3) != q.size(-3))
+    return grouped_query_attention(q, k, v, attn_mask, dropout_p, is_causal, scale);
   const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   if (fused_applies(q, k, v, attn_mask, dropout_p)) return attention_fused(q, k, v, is_causal, s);
   Tensor weights = softmax(masked_scores(q, k, attn_mask, is_causal, s), -1);

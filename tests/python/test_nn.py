@@ -145,6 +145,48 @@ def test_scaled_dot_product_attention_causal():
     assert_close(out, weights @ v, rtol=1e-10)
 
 
+def test_grouped_query_attention(device):
+    """enable_gqa as a Llama-style block calls it: 8 query heads over 2 key/value heads, causal, bf16
+    and float64, forward and gradients against repeating each key/value head for its 4 query heads."""
+    rng = np.random.default_rng(6)
+    B, Hq, Hkv, T, D = 2, 8, 2, 19, 16
+    q, k, v, g = rng.standard_normal((B, Hq, T, D)), rng.standard_normal((B, Hkv, T, D)), \
+        rng.standard_normal((B, Hkv, T, D)), rng.standard_normal((B, Hq, T, D))
+    for dtype, tol in ((rt.float64, 1e-10), (rt.bfloat16, 3e-2)):
+        def leaves():
+            return [rt.tensor(a, dtype=dtype, device=device, requires_grad=True) for a in (q, k, v)]
+        tq, tk, tv = leaves()
+        out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=True, enable_gqa=True)
+        out.backward(rt.tensor(g, dtype=dtype, device=device))
+        rq, rk, rv = leaves()
+        ref = F.scaled_dot_product_attention(rq, rk.repeat_interleave(4, dim=1), rv.repeat_interleave(4, dim=1),
+                                             is_causal=True)
+        ref.backward(rt.tensor(g, dtype=dtype, device=device))
+        assert out.shape == (B, Hq, T, D)
+        for got, want in ((out, ref), (tq.grad, rq.grad), (tk.grad, rk.grad), (tv.grad, rv.grad)):
+            assert_close(got, to_numpy(want), rtol=tol, atol=tol)
+    mask = rt.tensor(rng.standard_normal((B, 1, T, T)), device=device)
+    masked = F.scaled_dot_product_attention(rt.tensor(q, device=device), rt.tensor(k, device=device),
+                                            rt.tensor(v, device=device), attn_mask=mask, enable_gqa=True)
+    expected = F.scaled_dot_product_attention(rt.tensor(q, device=device),
+                                              rt.tensor(k, device=device).repeat_interleave(4, dim=1),
+                                              rt.tensor(v, device=device).repeat_interleave(4, dim=1), attn_mask=mask)
+    assert_close(masked, to_numpy(expected), rtol=1e-10)
+    with pytest.raises(rt.ShapeError, match="multiple of the key and value heads"):
+        F.scaled_dot_product_attention(rt.randn(1, 3, 4, 8), rt.randn(1, 2, 4, 8), rt.randn(1, 2, 4, 8),
+                                       enable_gqa=True)
+
+
+def test_grouped_query_attention_like_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    q, k, v = rng.standard_normal((2, 6, 9, 8)), rng.standard_normal((2, 3, 9, 8)), rng.standard_normal((2, 3, 9, 8))
+    theirs = torch.nn.functional.scaled_dot_product_attention(torch.tensor(q), torch.tensor(k), torch.tensor(v),
+                                                              is_causal=True, enable_gqa=True)
+    ours = F.scaled_dot_product_attention(rt.tensor(q), rt.tensor(k), rt.tensor(v), is_causal=True, enable_gqa=True)
+    assert_close(ours, theirs.numpy(), rtol=1e-10)
+
+
 def test_float32_attention_follows_allow_tf32(device):
     """float32 attention as a GPT block calls it (heads split off one projection by view and
     transpose, causal) with torch.backends.cuda.matmul.allow_tf32 set as scripts set it: exact
