@@ -27,6 +27,17 @@ Tensor scaled(const Tensor& x, double factor) {
   return (to_dtype(xf, kFloat32) * factor).to(xf.dtype());
 }
 
+using Extreme = Tensor (*)(const Tensor&, const Tensor&);
+
+// extreme(a, b), except that where one operand is NaN the other is the result.
+Tensor nan_ignoring(const char* op, const Tensor& a, const Tensor& b, Extreme extreme) {
+  check_defined(a, op, "input");
+  check_defined(b, op, "other");
+  const Tensor m = extreme(a, b);
+  if (!is_floating(m.dtype())) return m;
+  return where(isnan(a), b.to(m.dtype()), where(isnan(b), a.to(m.dtype()), m));
+}
+
 }  // namespace
 
 Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf, std::optional<double> neginf) {
@@ -90,21 +101,9 @@ Tensor heaviside(const Tensor& x, const Tensor& values) {
   return where(eq(x, Scalar(0)), values, gt(x, Scalar(0)).to(x.dtype()));
 }
 
-Tensor fmax(const Tensor& a, const Tensor& b) {
-  check_defined(a, "fmax", "input");
-  check_defined(b, "fmax", "other");
-  const Tensor m = maximum(a, b);
-  if (!is_floating(m.dtype())) return m;
-  return where(isnan(a), b.to(m.dtype()), where(isnan(b), a.to(m.dtype()), m));
-}
+Tensor fmax(const Tensor& a, const Tensor& b) { return nan_ignoring("fmax", a, b, maximum); }
 
-Tensor fmin(const Tensor& a, const Tensor& b) {
-  check_defined(a, "fmin", "input");
-  check_defined(b, "fmin", "other");
-  const Tensor m = minimum(a, b);
-  if (!is_floating(m.dtype())) return m;
-  return where(isnan(a), b.to(m.dtype()), where(isnan(b), a.to(m.dtype()), m));
-}
+Tensor fmin(const Tensor& a, const Tensor& b) { return nan_ignoring("fmin", a, b, minimum); }
 
 Tensor isposinf(const Tensor& x) {
   check_defined(x, "isposinf");
