@@ -15,3 +15,4 @@ from .modules import (  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 from .rnn import GRU, GRUCell, LSTM, LSTMCell  # noqa: F401
 from .transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer  # noqa: F401
+from .transformer_decoder import Transformer, TransformerDecoder, TransformerDecoderLayer  # noqa: F401

@@ -197,13 +197,17 @@ class MultiheadAttention(Module):
         return out, weights
 
 
-def _activation_fn(activation):
+def _activation_fn(activation, op):
+    """A layer's activation: 'relu', 'gelu' or a callable."""
     if activation == "relu":
         return F.relu
     if activation == "gelu":
         return F.gelu
-    raise _C.ValueError(f"TransformerEncoderLayer: activation should be 'relu' or 'gelu' (or a callable), not "
-                        f"{activation!r}")
+    if isinstance(activation, str):
+        raise _C.ValueError(f"{op}: activation should be 'relu' or 'gelu' (or a callable), not {activation!r}")
+    if not callable(activation):
+        raise TypeError(f"{op}: activation must be 'relu', 'gelu' or a callable, got {type(activation).__name__}")
+    return activation
 
 
 def _generate_square_subsequent_mask(size, device=None, dtype=None):
@@ -238,12 +242,7 @@ class TransformerEncoderLayer(Module):
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
-        if isinstance(activation, str):
-            activation = _activation_fn(activation)
-        elif not callable(activation):
-            raise TypeError(f"TransformerEncoderLayer: activation must be 'relu', 'gelu' or a callable, got "
-                            f"{type(activation).__name__}")
-        self.activation = activation
+        self.activation = _activation_fn(activation, "TransformerEncoderLayer")
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         op = "TransformerEncoderLayer"
