@@ -129,6 +129,14 @@ RTX_API Tensor randint(int64_t low, int64_t high, const Shape& shape, const Tens
 RTX_API Tensor randperm(int64_t n, const TensorOptions& options = TensorOptions(kInt64));
 RTX_API Tensor& uniform_(Tensor& t, double from = 0.0, double to = 1.0);
 RTX_API Tensor& normal_(Tensor& t, double mean = 0.0, double std = 1.0);
+// Fills t with draws of the exponential (rate lambd), geometric (trials to the first success of
+// probability p), log-normal (exp of normal(mean, std)) and Cauchy distributions, and with integers
+// uniform on [from, to) (default: from 0 to the dtype's largest exactly held integer, inclusive).
+RTX_API Tensor& exponential_(Tensor& t, double lambd = 1.0);
+RTX_API Tensor& geometric_(Tensor& t, double p);
+RTX_API Tensor& log_normal_(Tensor& t, double mean = 1.0, double std = 2.0);
+RTX_API Tensor& cauchy_(Tensor& t, double median = 0.0, double sigma = 1.0);
+RTX_API Tensor& random_(Tensor& t, std::optional<int64_t> from = std::nullopt, std::optional<int64_t> to = std::nullopt);
 // 1 with probability p (elementwise), else 0; result has p's dtype.
 RTX_API Tensor bernoulli(const Tensor& p);
 RTX_API Tensor bernoulli(const Tensor& like, double p);
@@ -260,6 +268,11 @@ RTX_API Tensor addmm(const Tensor& input, const Tensor& mat1, const Tensor& mat2
                      const Scalar& alpha = 1);
 RTX_API Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, const Scalar& beta = 1,
                        const Scalar& alpha = 1);
+// beta * input + alpha * (mat @ vec), and beta * input + alpha * outer(vec1, vec2).
+RTX_API Tensor addmv(const Tensor& input, const Tensor& mat, const Tensor& vec, const Scalar& beta = 1,
+                     const Scalar& alpha = 1);
+RTX_API Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, const Scalar& beta = 1,
+                    const Scalar& alpha = 1);
 // x @ weight^T + bias (weight: [out, in]).
 RTX_API Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
@@ -330,6 +343,10 @@ RTX_API Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const 
 RTX_API Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value);
 RTX_API Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 RTX_API Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1);
+// x with the slices along dim that index names set to value, or replaced by source's slices in
+// index's order (an index named twice gets the sum of its sources; PyTorch leaves that undefined).
+RTX_API Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value);
+RTX_API Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source);
 // The int64 coordinates [count, x.dim()] of x's nonzero (true) elements, in row-major order. Reads
 // the count back from the device.
 RTX_API Tensor nonzero(const Tensor& x);

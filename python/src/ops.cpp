@@ -261,6 +261,25 @@ void bind_random(py::module_& m, TensorClass& cls) {
         return drawing_from(g, [&]() -> Tensor& { return rtx::normal_(t, mean, std); });
       },
       py::arg("mean") = 0.0, py::arg("std") = 1.0, py::kw_only(), py::arg("generator") = py::none());
+  // The other distributions' in-place fills, each with its PyTorch parameters and defaults.
+  const auto two_parameter_fill = [&cls](const char* name, auto fill, auto... params) {
+    cls.def(name, [fill](Tensor& t, double a, double b, const OptionalGenerator& g) -> Tensor& {
+      return drawing_from(g, [&]() -> Tensor& { return fill(t, a, b); });
+    }, params..., py::kw_only(), py::arg("generator") = py::none());
+  };
+  cls.def("exponential_", [](Tensor& t, double lambd, const OptionalGenerator& g) -> Tensor& {
+    return drawing_from(g, [&]() -> Tensor& { return rtx::exponential_(t, lambd); });
+  }, py::arg("lambd") = 1.0, py::kw_only(), py::arg("generator") = py::none());
+  cls.def("geometric_", [](Tensor& t, double p, const OptionalGenerator& g) -> Tensor& {
+    return drawing_from(g, [&]() -> Tensor& { return rtx::geometric_(t, p); });
+  }, py::arg("p"), py::kw_only(), py::arg("generator") = py::none());
+  two_parameter_fill("log_normal_", &rtx::log_normal_, py::arg("mean") = 1.0, py::arg("std") = 2.0);
+  two_parameter_fill("cauchy_", &rtx::cauchy_, py::arg("median") = 0.0, py::arg("sigma") = 1.0);
+  // random_(), random_(to) and random_(from, to), as PyTorch reads them.
+  cls.def("random_", [](Tensor& t, std::optional<int64_t> a, std::optional<int64_t> b,
+                         const OptionalGenerator& g) -> Tensor& {
+    return drawing_from(g, [&]() -> Tensor& { return b ? rtx::random_(t, a, b) : rtx::random_(t, std::nullopt, a); });
+  }, py::arg("from") = py::none(), py::arg("to") = py::none(), py::kw_only(), py::arg("generator") = py::none());
   def_op(m, cls, "bernoulli", [](const Tensor& p, std::optional<double> prob, const OptionalGenerator& g) {
     return drawing_from(g, [&] { return prob ? rtx::bernoulli(p, *prob) : rtx::bernoulli(p); });
   }, py::arg("p") = py::none(), py::kw_only(), py::arg("generator") = py::none());

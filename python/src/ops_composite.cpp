@@ -226,6 +226,59 @@ void bind_matrix(py::module_& m, TensorClass& cls) {
   }, py::arg("input"), py::arg("dim"), py::arg("sizes"));
 }
 
+// Methods and functions over the ops above: indexed fills and copies, scaled products, and the
+// shape and complex-number helpers that real tensors answer trivially.
+void bind_methods(py::module_& m, TensorClass& cls) {
+  def_op(m, cls, "index_fill", &rtx::index_fill, py::arg("dim"), py::arg("index"), py::arg("value"));
+  cls.def("index_fill_", [](Tensor& x, int64_t dim, const Tensor& index, const Scalar& value) -> Tensor& {
+    return x.copy_(rtx::index_fill(x, dim, index, value));
+  }, py::arg("dim"), py::arg("index"), py::arg("value"));
+  def_op(m, cls, "index_copy", &rtx::index_copy, py::arg("dim"), py::arg("index"), py::arg("source"));
+  cls.def("index_copy_", [](Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) -> Tensor& {
+    return x.copy_(rtx::index_copy(x, dim, index, source));
+  }, py::arg("dim"), py::arg("index"), py::arg("source"));
+  for (const auto& [name, f] : {std::pair{"addmv", &rtx::addmv}, std::pair{"addr", &rtx::addr}}) {
+    def_op(m, cls, name, f, py::arg(name == std::string("addmv") ? "mat" : "vec1"),
+           py::arg(name == std::string("addmv") ? "vec" : "vec2"), py::kw_only(), py::arg("beta") = 1,
+           py::arg("alpha") = 1);
+  }
+  def_op(m, cls, "ravel", [](const Tensor& x) { return x.reshape({-1}); });
+  def_op(m, cls, "broadcast_to", [](const Tensor& x, const py::object& size) {
+    return x.expand(to_shape(size, "broadcast_to(): size"));
+  }, py::arg("size"));
+  def_op(m, cls, "msort", [](const Tensor& x) { return rtx::sort(x, 0).values; });
+  cls.def("sum_to_size", [](const Tensor& x, const py::args& size) {
+    return rtx::sum_to(x, shape_args(size, "sum_to_size(): size"));
+  });
+  // fill_diagonal_: the elements [i, i, ..., i] of a tensor whose dims are all equal (2-d: any
+  // shape); wrap continues a tall matrix's diagonal below every (cols + 1)-th row, as numpy does.
+  cls.def("fill_diagonal_", [](Tensor& x, const Scalar& value, bool wrap) -> Tensor& {
+    if (x.dim() < 2) throw rtx::ShapeError("[fill_diagonal_] expects a tensor of at least 2 dims");
+    int64_t step = 0;
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      if (x.dim() > 2 && x.size(d) != x.size(0))
+        throw rtx::ShapeError("[fill_diagonal_] all dims must have the same size above 2 dims");
+      step += x.stride(d);
+    }
+    int64_t n = x.size(0);
+    for (int64_t d = 1; d < x.dim(); ++d) n = std::min(n, x.size(d));
+    if (wrap && x.dim() == 2 && x.size(0) > x.size(1) + 1 && x.is_contiguous())
+      n = (x.numel() + x.size(1)) / (x.size(1) + 1);
+    Tensor diagonal = rtx::as_strided(x, {n}, {step}, x.storage_offset());
+    rtx::fill_(diagonal, value);
+    return x;
+  }, py::arg("fill_value"), py::arg("wrap") = false);
+  def_op(m, cls, "is_complex", [](const Tensor&) { return false; });
+  for (const char* name : {"conj", "resolve_conj", "resolve_neg", "conj_physical"}) {
+    m.def(name, [](py::object x) { return x; }, py::arg("input"));
+    cls.def(name, [](py::object self) { return self; });
+  }
+  cls.def_property_readonly("real", [](py::object self) { return self; });
+  cls.def_property_readonly("imag", [](const Tensor&) -> Tensor {
+    throw rtx::DTypeError("[imag] is defined for complex tensors only; rustytorch has no complex dtypes");
+  });
+}
+
 }  // namespace
 
 void bind_composite_ops(py::module_& m, TensorClass& cls) {
@@ -234,6 +287,7 @@ void bind_composite_ops(py::module_& m, TensorClass& cls) {
   bind_search(m, cls);
   bind_stacking(m);
   bind_matrix(m, cls);
+  bind_methods(m, cls);
   m.attr("sgn") = m.attr("sign");
   cls.attr("sgn") = cls.attr("sign");
   cls.attr("sgn_") = cls.attr("sign_");

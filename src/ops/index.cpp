@@ -1,5 +1,5 @@
 // Indexing front-ends: index_select, gather, scatter, scatter_add, index_add, tril and triu, and
-// nonzero and masked_select, which are built on them (a cumulative sum ranks the true elements, a
+// nonzero, masked_select, index_fill and index_copy, which are built on them (a cumulative sum ranks the true elements, a
 // scatter lists their positions; counting them reads one number back from the device). Index
 // tensors are int64 or int32 and are never wrapped: a value outside [0, size) raises IndexError naming
 // the value, the dim and its size (on CUDA at the next synchronization, src/dispatch/index.h). Like
@@ -325,5 +325,35 @@ void detail::raise_index_fault(const kernels::IndexFault& fault) {
 
 Tensor tril(const Tensor& x, int64_t diagonal) { return triangle("tril", x, diagonal, false); }
 Tensor triu(const Tensor& x, int64_t diagonal) { return triangle("triu", x, diagonal, true); }
+
+namespace {
+// The bool mask of the slices along d that index names, shaped [1, .., size(d), .., 1] to broadcast
+// against x.
+Tensor slice_mask(const char* op, const Tensor& x, int64_t d, const Tensor& index) {
+  RTX_CHECK(index.dim() <= 1, ShapeError, "[{}] index must be 0-d or 1-d, got shape {}", op, shape_str(index.sizes()));
+  const Tensor x1 = at_least_1d(x);
+  const Tensor mask = scatter(zeros({x1.size(d)}, TensorOptions(kBool, x.device())), 0, at_least_1d(index),
+                              Scalar(true));
+  Shape shape(static_cast<size_t>(x1.dim()), 1);
+  shape[static_cast<size_t>(d)] = x1.size(d);
+  return mask.view(shape);
+}
+}  // namespace
+
+Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value) {
+  check_defined(x, "index_fill");
+  check_index("index_fill", x, index);
+  const int64_t d = detail::wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "index_fill");
+  return where(slice_mask("index_fill", x, d, index), value, at_least_1d(x)).view(x.sizes());
+}
+
+Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
+  check_defined(x, "index_copy");
+  check_index("index_copy", x, index);
+  const int64_t d = detail::wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "index_copy");
+  // index_add into zeros places each source slice (index_add checks the shapes and dtypes).
+  const Tensor placed = at_least_1d(index_add(zeros_like(x), dim, index, source));
+  return where(slice_mask("index_copy", x, d, index), placed, at_least_1d(x)).view(x.sizes());
+}
 
 }  // namespace rtx

@@ -1,5 +1,5 @@
 // Products built on matmul (so every device, dtype rule, autocast and autograd come with it): outer,
-// dot, mv and the scaled-add forms addmm and baddbmm.
+// dot, mv and the scaled-add forms addmm, baddbmm, addmv and addr.
 #include "ops/internal.h"
 
 namespace rtx {
@@ -58,6 +58,16 @@ Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, const Sc
   check_dims("baddbmm", "batch1", b1, 3);
   check_dims("baddbmm", "batch2", b2, 3);
   return scaled_add(input, bmm(b1, b2), beta, alpha);
+}
+
+Tensor addmv(const Tensor& input, const Tensor& mat, const Tensor& vec, const Scalar& beta, const Scalar& alpha) {
+  check_defined(input, "addmv");
+  return scaled_add(input, mv(mat, vec), beta, alpha);
+}
+
+Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, const Scalar& beta, const Scalar& alpha) {
+  check_defined(input, "addr");
+  return scaled_add(input, outer(vec1, vec2), beta, alpha);
 }
 
 }  // namespace rtx

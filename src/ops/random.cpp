@@ -165,6 +165,68 @@ Tensor& normal_(Tensor& t, double mean, double std) {
   return fill_inplace("normal_", t, [&](const Tensor& dst) { fill_normal(dst, mean, std); });
 }
 
+// Draws from other distributions, each a function of uniform (or normal) draws made in float64 and
+// written into t's dtype, so that every device gives the same values for a seed.
+namespace {
+template <typename Transform>
+Tensor& transformed_draws(const char* op, Tensor& t, bool normal, const Transform& transform) {
+  check_defined(t, op);
+  return fill_inplace(op, t, [&](const Tensor& dst) {
+    Tensor draws = detail::make_tensor(dst.sizes(), kFloat64, dst.device());
+    if (normal) {
+      fill_normal(draws, 0.0, 1.0);
+    } else {
+      fill_uniform(draws, 0.0, 1.0);
+    }
+    detail::copy_raw(dst, transform(draws));
+  });
+}
+}  // namespace
+
+Tensor& exponential_(Tensor& t, double lambd) {
+  RTX_CHECK(lambd > 0.0, ValueError, "[exponential_] expects lambd > 0, got {}", lambd);
+  check_floating_dtype("exponential_", t.dtype(), "");
+  return transformed_draws("exponential_", t, false, [&](const Tensor& u) { return neg(log1p(neg(u))) / lambd; });
+}
+
+Tensor& geometric_(Tensor& t, double p) {
+  RTX_CHECK(p > 0.0 && p < 1.0, ValueError, "[geometric_] expects 0 < p < 1, got {}", p);
+  // The number of trials up to the first success: ceil(log(1 - u) / log(1 - p)), at least 1.
+  return transformed_draws("geometric_", t, false, [&](const Tensor& u) {
+    return clamp(ceil(log1p(neg(u)) / std::log1p(-p)), Scalar(1.0), std::nullopt);
+  });
+}
+
+Tensor& log_normal_(Tensor& t, double mean, double std) {
+  RTX_CHECK(std > 0.0, ValueError, "[log_normal_] expects std > 0, got {}", std);
+  check_floating_dtype("log_normal_", t.dtype(), "");
+  return transformed_draws("log_normal_", t, true, [&](const Tensor& z) { return exp(z * std + mean); });
+}
+
+Tensor& cauchy_(Tensor& t, double median, double sigma) {
+  RTX_CHECK(sigma > 0.0, ValueError, "[cauchy_] expects sigma > 0, got {}", sigma);
+  check_floating_dtype("cauchy_", t.dtype(), "");
+  return transformed_draws("cauchy_", t, false, [&](const Tensor& u) {
+    return tan((u - 0.5) * M_PI) * sigma + median;
+  });
+}
+
+Tensor& random_(Tensor& t, std::optional<int64_t> from, std::optional<int64_t> to) {
+  check_defined(t, "random_");
+  const IntRange exact = exact_integers(t.dtype());
+  // Without bounds: [0, the dtype's largest exact integer]; without `to`, up to it.
+  const int64_t low = from.value_or(0);
+  const int64_t high = to ? *to : exact.end == 0 ? std::numeric_limits<int64_t>::max() : exact.end;
+  RTX_CHECK(low < high, ValueError, "[random_] expects from < to, got from={} and to={}", low, high);
+  RTX_CHECK(low >= exact.min && (exact.end == 0 || high <= exact.end), ValueError,
+            "[random_] the range [{}, {}) does not fit dtype {}, which holds the integers of [{}, {}) exactly", low,
+            high, t.dtype(), exact.min, exact.end);
+  const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  return fill_inplace("random_", t, [&](const Tensor& dst) {
+    launch(kernels::randint_kernel, dst, dst.numel(), philox::RandintDraw::kPerCounter, low, range);
+  });
+}
+
 // ---- bernoulli and multinomial ------------------------------------------------------------------
 
 Tensor bernoulli(const Tensor& p) {

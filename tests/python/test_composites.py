@@ -392,3 +392,53 @@ def test_like_pytorch():
         getattr(theirs, op)(tx.flip(0))
         _same(ours, theirs, op)
     assert not failures, "\n".join(failures)
+
+
+def test_indexed_fills_products_and_helpers(device):
+    a = rng.standard_normal((3, 4))
+    t = t64(a, device)
+    idx = rt.tensor([2, 0], device=device)
+    e = a.copy()
+    e[:, [2, 0]] = -1.0
+    assert_close(t.index_fill(1, idx, -1.0), e)
+    u = t.clone()
+    assert u.index_fill_(1, idx, -1.0) is u and np.array_equal(to_numpy(u), e)
+    src = rng.standard_normal((2, 4))
+    e = a.copy()
+    e[[2, 0]] = src
+    assert_close(rt.index_copy(t, 0, idx, t64(src, device)), e)
+    assert_close(t.clone().index_copy_(0, idx, t64(src, device)), e)
+    assert gradcheck(lambda x, s: x.index_copy(0, rt.tensor([2, 0], device=x.device), s), [a, src], device)
+    assert gradcheck(lambda x: x.index_fill(1, rt.tensor([1], device=x.device), 0.5), [a], device)
+    v, w = rng.standard_normal(4), rng.standard_normal(3)
+    assert_close(rt.addmv(t64(w, device), t, t64(v, device), beta=2, alpha=0.5), 2 * w + 0.5 * a @ v)
+    assert_close(t.addr(t64(w, device), t64(v, device)), a + np.outer(w, v))
+    assert_close(t.ravel(), a.ravel()) and assert_close(t.t().ravel(), a.T.ravel())
+    assert_close(rt.broadcast_to(t64(v, device), (2, 4)), np.broadcast_to(v, (2, 4)))
+    assert_close(t.msort(), np.sort(a, axis=0))
+    assert_close(t.sum_to_size(1, 4), a.sum(0, keepdims=True))
+    m = t.clone()
+    assert m.fill_diagonal_(7.0) is m
+    e = a.copy()
+    np.fill_diagonal(e, 7.0)
+    assert_close(m, e)
+    tall = rt.zeros(7, 3, device=device).fill_diagonal_(1.0, wrap=True)
+    e = np.zeros((7, 3))
+    np.fill_diagonal(e, 1.0, wrap=True)
+    assert_close(tall, e)
+    assert not t.is_complex() and t.conj() is t and t.real is t
+    with pytest.raises(rt.DTypeError, match="complex"):
+        t.imag
+
+
+def test_helpers_like_pytorch():
+    torch = pytest.importorskip("torch")
+    a = rng.standard_normal((4, 4))
+    for case in (lambda lib, x: x.index_fill(0, lib.tensor([1, 3]), 2.5),
+                 lambda lib, x: x.index_copy(1, lib.tensor([0, 2]), x[:, :2] * 2),
+                 lambda lib, x: lib.addmv(x[0], x, x[1], beta=0.5, alpha=3),
+                 lambda lib, x: x.addr(x[0], x[1], alpha=2),
+                 lambda lib, x: x.clone().fill_diagonal_(-1.0),
+                 lambda lib, x: x.msort(),
+                 lambda lib, x: x.sum_to_size(4, 1)):
+        np.testing.assert_allclose(to_numpy(case(rt, rt.tensor(a))), case(torch, torch.tensor(a)).numpy(), rtol=1e-12)
