@@ -252,6 +252,12 @@ RTX_API Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = fals
 RTX_API Tensor any(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 RTX_API Tensor all(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 RTX_API Tensor cumsum(const Tensor& x, int64_t dim);
+// Running product (integers and bool in int64), log(cumsum(exp(x))) computed stably, and the running
+// maximum / minimum with the index each came from (the later one on ties; a NaN, once met, stays).
+RTX_API Tensor cumprod(const Tensor& x, int64_t dim);
+RTX_API Tensor logcumsumexp(const Tensor& x, int64_t dim);
+RTX_API ValuesIndices cummax(const Tensor& x, int64_t dim);
+RTX_API ValuesIndices cummin(const Tensor& x, int64_t dim);
 
 // ---- linear algebra ----------------------------------------------------------------------------
 // numpy-style matmul: 1-d, 2-d and batched with broadcast batch dims.

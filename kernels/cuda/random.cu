@@ -270,7 +270,7 @@ __global__ void race_keys_kernel(int64_t n, Counters rng, const double* w, doubl
   for (int j = 0; j < k && c * k + j < n; ++j) {
     const int64_t i = c * k + j;
     const double wi = w[i];
-    keys[i] = wi > 0.0 ? fmax(log_u[j] / wi, -std::numeric_limits<double>::max())
+    keys[i] = wi > 0.0 ? ::fmax(log_u[j] / wi, -std::numeric_limits<double>::max())
                        : -std::numeric_limits<double>::infinity();
   }
 }

@@ -24,7 +24,7 @@ from .autograd import no_grad, enable_grad, set_grad_enabled  # noqa: F401
 from . import autograd, cuda, io, nn, optim, text, utils  # noqa: F401
 from .io import load, save  # noqa: F401
 from . import amp, distributed  # noqa: F401
-from . import compiler, version, _dynamo, _inductor  # noqa: F401
+from . import compiler, jit, testing, version, _dynamo, _inductor  # noqa: F401
 from .amp import autocast  # noqa: F401
 
 __version__ = _C.__version__

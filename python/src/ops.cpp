@@ -435,9 +435,18 @@ void bind_reductions(py::module_& m, TensorClass& cls) {
   def_op(m, cls, "logsumexp", [](const Tensor& x, const py::object& dim, bool keepdim) {
     return rtx::logsumexp(x, to_shape(dim, "logsumexp(): dim"), keepdim);
   }, py::arg("dim"), py::arg("keepdim") = false);
-  def_op(m, cls, "cumsum", [](const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-    return in_dtype(x, dtype, [&](const Tensor& t) { return rtx::cumsum(t, dim); });
-  }, py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none());
+  for (const auto& [name, f] : {std::pair{"cumsum", &rtx::cumsum}, std::pair{"cumprod", &rtx::cumprod}}) {
+    def_op(m, cls, name, [f = f](const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+      return in_dtype(x, dtype, [&](const Tensor& t) { return f(t, dim); });
+    }, py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none());
+    cls.def((std::string(name) + "_").c_str(), [f = f](Tensor& x, int64_t dim) -> Tensor& { return x.copy_(f(x, dim)); },
+            py::arg("dim"));
+  }
+  def_op(m, cls, "logcumsumexp", &rtx::logcumsumexp, py::arg("dim"));
+  def_op(m, cls, "cummax", [](const Tensor& x, int64_t dim) { return values_indices(rtx::cummax(x, dim)); },
+         py::arg("dim"));
+  def_op(m, cls, "cummin", [](const Tensor& x, int64_t dim) { return values_indices(rtx::cummin(x, dim)); },
+         py::arg("dim"));
 }
 
 void bind_linalg_nn(py::module_& m, TensorClass& cls) {
