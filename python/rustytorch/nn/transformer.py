@@ -223,6 +223,21 @@ def _detect_is_causal_mask(mask, is_causal, size):
     return tuple(mask.shape) == tuple(causal.shape) and bool((mask == causal).all().item())
 
 
+def _clones(layer, num_layers, op, name):
+    """num_layers deep copies of layer (each starts with the same parameters), as a ModuleList."""
+    if not isinstance(layer, Module):
+        raise TypeError(f"{op}: {name} must be a Module, got {type(layer).__name__}")
+    if not isinstance(num_layers, int) or num_layers < 0:
+        raise _C.ValueError(f"{op}: num_layers must be a non-negative int, got {num_layers!r}")
+    return ModuleList(copy.deepcopy(layer) for _ in range(num_layers))
+
+
+def _sequence_length(layers, x):
+    """The length of x's sequence dim, as the stack's first layer reads x (batch_first or not)."""
+    batch_first = layers[0].self_attn.batch_first if len(layers) else False
+    return x.shape[1 if batch_first and x.dim() == 3 else 0]
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention then a feed-forward block (linear1, activation, dropout, linear2), each with
     a residual connection and a LayerNorm: after the residual (post-norm, the default) or at the
@@ -274,11 +289,7 @@ class TransformerEncoder(Module):
 
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
         super().__init__()
-        if not isinstance(encoder_layer, Module):
-            raise TypeError(f"TransformerEncoder: encoder_layer must be a Module, got {type(encoder_layer).__name__}")
-        if not isinstance(num_layers, int) or num_layers < 0:
-            raise _C.ValueError(f"TransformerEncoder: num_layers must be a non-negative int, got {num_layers!r}")
-        self.layers = ModuleList(copy.deepcopy(encoder_layer) for _ in range(num_layers))
+        self.layers = _clones(encoder_layer, num_layers, "TransformerEncoder", "encoder_layer")
         self.num_layers = num_layers
         self.norm = norm
         self.enable_nested_tensor, self.mask_check = enable_nested_tensor, mask_check
@@ -287,9 +298,7 @@ class TransformerEncoder(Module):
         op = "TransformerEncoder"
         src_key_padding_mask = _float_mask(src_key_padding_mask, "src_key_padding_mask", op, src.dtype)
         mask = _float_mask(mask, "mask", op, src.dtype)
-        batch_first = self.layers[0].self_attn.batch_first if len(self.layers) else False
-        seq_len = src.shape[1 if batch_first and src.dim() == 3 else 0]
-        is_causal = _detect_is_causal_mask(mask, is_causal, seq_len)
+        is_causal = _detect_is_causal_mask(mask, is_causal, _sequence_length(self.layers, src))
         output = src
         for layer in self.layers:
             output = layer(output, src_mask=mask, is_causal=is_causal, src_key_padding_mask=src_key_padding_mask)

@@ -1,17 +1,14 @@
 """nn.TransformerDecoderLayer, TransformerDecoder and the encoder-decoder nn.Transformer, with
 PyTorch's arguments, submodule names (so state_dicts load across), initialization and mask
 conventions, built on the attention layers of transformer.py."""
-import copy
-
 from .. import _C
 from . import init
-from .container import ModuleList
 from .dropout import Dropout
 from .linear import Linear
 from .module import Module
 from .normalization import LayerNorm
-from .transformer import (MultiheadAttention, TransformerEncoder, TransformerEncoderLayer, _activation_fn,
-                          _detect_is_causal_mask, _float_mask, _generate_square_subsequent_mask)
+from .transformer import (MultiheadAttention, TransformerEncoder, TransformerEncoderLayer, _activation_fn, _clones,
+                          _detect_is_causal_mask, _float_mask, _generate_square_subsequent_mask, _sequence_length)
 from . import functional as F
 
 
@@ -78,19 +75,13 @@ class TransformerDecoder(Module):
 
     def __init__(self, decoder_layer, num_layers, norm=None):
         super().__init__()
-        if not isinstance(decoder_layer, Module):
-            raise TypeError(f"TransformerDecoder: decoder_layer must be a Module, got {type(decoder_layer).__name__}")
-        if not isinstance(num_layers, int) or num_layers < 0:
-            raise _C.ValueError(f"TransformerDecoder: num_layers must be a non-negative int, got {num_layers!r}")
-        self.layers = ModuleList(copy.deepcopy(decoder_layer) for _ in range(num_layers))
+        self.layers = _clones(decoder_layer, num_layers, "TransformerDecoder", "decoder_layer")
         self.num_layers = num_layers
         self.norm = norm
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
-        batch_first = self.layers[0].self_attn.batch_first if len(self.layers) else False
-        seq_len = tgt.shape[1 if batch_first and tgt.dim() == 3 else 0]
-        tgt_is_causal = _detect_is_causal_mask(tgt_mask, tgt_is_causal, seq_len)
+        tgt_is_causal = _detect_is_causal_mask(tgt_mask, tgt_is_causal, _sequence_length(self.layers, tgt))
         output = tgt
         for layer in self.layers:
             output = layer(output, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
