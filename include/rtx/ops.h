@@ -436,6 +436,9 @@ RTX_API ValuesIndices nanmedian(const Tensor& x, int64_t dim, bool keepdim = fal
 // interpolation: "linear", "lower", "higher", "midpoint" or "nearest". A 1-d q puts its dim first.
 RTX_API Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim = std::nullopt,
                         bool keepdim = false, const std::string& interpolation = "linear");
+// quantile over the elements that are not NaN (NaN for a row of NaNs).
+RTX_API Tensor nanquantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim = std::nullopt,
+                           bool keepdim = false, const std::string& interpolation = "linear");
 
 // Counting and searching (src/ops/search.cpp), not differentiable. unique gives the sorted distinct
 // values of the flattened x, the index of each element's value (x's shape) and each value's count;

@@ -115,14 +115,17 @@ void bind_statistics(py::module_& m, TensorClass& cls) {
       return values_indices(along(x, *dim, keepdim));
     }, py::arg("dim") = py::none(), py::arg("keepdim") = false);
   }
-  def_op(m, cls, "quantile", [](const Tensor& x, const py::object& q, std::optional<int64_t> dim, bool keepdim,
-                                const std::string& interpolation) {
-    const Tensor qs = py::isinstance<Tensor>(q) ? q.cast<Tensor>()
-                      : PySequence_Check(q.ptr()) ? rtx::tensor(q.cast<std::vector<double>>(), TensorOptions(x.dtype()))
-                                                  : rtx::scalar_tensor(q.cast<double>(), TensorOptions(x.dtype()));
-    return rtx::quantile(x, qs, dim, keepdim, interpolation);
-  }, py::arg("q"), py::arg("dim") = py::none(), py::arg("keepdim") = false, py::kw_only(),
-         py::arg("interpolation") = "linear");
+  for (const auto& [name, f] : {std::pair{"quantile", &rtx::quantile}, std::pair{"nanquantile", &rtx::nanquantile}}) {
+    def_op(m, cls, name, [f = f](const Tensor& x, const py::object& q, std::optional<int64_t> dim, bool keepdim,
+                                 const std::string& interpolation) {
+      const TensorOptions like_x(x.dtype());
+      const Tensor qs = py::isinstance<Tensor>(q)      ? q.cast<Tensor>()
+                        : PySequence_Check(q.ptr()) ? rtx::tensor(q.cast<std::vector<double>>(), like_x)
+                                                    : rtx::scalar_tensor(q.cast<double>(), like_x);
+      return f(x, qs, dim, keepdim, interpolation);
+    }, py::arg("q"), py::arg("dim") = py::none(), py::arg("keepdim") = false, py::kw_only(),
+           py::arg("interpolation") = "linear");
+  }
 }
 
 void bind_search(py::module_& m, TensorClass& cls) {

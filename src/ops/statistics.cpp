@@ -1,5 +1,5 @@
 // Statistics built from reductions, sort and gather (so every device and autograd come with them):
-// var_mean, std_mean, aminmax, nansum, nanmean, kthvalue, median, nanmedian and quantile. Order
+// var_mean, std_mean, aminmax, nansum, nanmean, kthvalue, median, nanmedian, quantile and nanquantile. Order
 // statistics sort along the dim (NaN sorts last) and gather the element they pick in each row, so the
 // gradient flows to the element picked, as in PyTorch.
 #include <algorithm>
@@ -116,34 +116,41 @@ ValuesIndices nanmedian(const Tensor& x, int64_t dim, bool keepdim) {
   return sorted_median("nanmedian", x, dim, keepdim, true);
 }
 
-Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bool keepdim,
-                const std::string& interpolation) {
-  check_defined(x, "quantile");
-  check_defined(q, "quantile", "q");
+namespace {
+// quantile and nanquantile: the sorted rows (NaN last) indexed at rank q * (count - 1), where count is
+// the row's length (a NaN then gives NaN) or, skipping NaNs, its count of numbers.
+Tensor sorted_quantile(const char* op, const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bool keepdim,
+                       const std::string& interpolation, bool skip_nan) {
+  check_defined(x, op);
+  check_defined(q, op, "q");
   RTX_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64, DTypeError,
-            "[quantile] expects a float32 or float64 input, got {}", x.dtype());
-  RTX_CHECK(q.dtype() == x.dtype(), DTypeError, "[quantile] q ({}) must have the input's dtype ({})", q.dtype(),
+            "[{}] expects a float32 or float64 input, got {}", op, x.dtype());
+  RTX_CHECK(q.dtype() == x.dtype(), DTypeError, "[{}] q ({}) must have the input's dtype ({})", op, q.dtype(),
             x.dtype());
-  RTX_CHECK(q.dim() <= 1, ShapeError, "[quantile] q must be a number or a 1-d tensor, got shape {}",
+  RTX_CHECK(q.dim() <= 1, ShapeError, "[{}] q must be a number or a 1-d tensor, got shape {}", op,
             detail::shape_str(q.sizes()));
   RTX_CHECK(interpolation == "linear" || interpolation == "lower" || interpolation == "higher" ||
                 interpolation == "midpoint" || interpolation == "nearest",
             ValueError,
-            "[quantile] interpolation must be 'linear', 'lower', 'higher', 'midpoint' or 'nearest', got '{}'",
+            "[{}] interpolation must be 'linear', 'lower', 'higher', 'midpoint' or 'nearest', got '{}'", op,
             interpolation);
   RTX_CHECK(all(logical_and(ge(q, Scalar(0)), le(q, Scalar(1)))).item().to_double() != 0.0, ValueError,
-            "[quantile] q values must lie in [0, 1]");
+            "[{}] q values must lie in [0, 1]", op);
   const Tensor x1 = dim ? at_least_1d(x) : x.flatten();
-  const int64_t d = dim ? wrap_dim(*dim, x1.dim(), "quantile") : 0;
+  const int64_t d = dim ? wrap_dim(*dim, x1.dim(), op) : 0;
   const int64_t n = x1.size(d);
-  RTX_CHECK(n > 0, ShapeError, "[quantile] expects a non-empty input{}, got shape {}",
+  RTX_CHECK(n > 0, ShapeError, "[{}] expects a non-empty input{}, got shape {}", op,
             dim ? fmt::format(" along dim {}", d) : std::string(), detail::shape_str(x.sizes()));
   const Tensor q1 = at_least_1d(q).to(x.device());
   Tensor out;
   const Tensor s = movedim(sort(x1, d).values, {d}, {-1});  // the sorted rows: [rest..., n]
-  // A row holding a NaN gives NaN: its rank points at the last element, a NaN.
-  const Tensor ranks = where(any(isnan(s), {-1}, true), Scalar(static_cast<double>(n - 1)),
-                             q1 * static_cast<double>(n - 1));
+  // quantile: a row holding a NaN gives NaN, its rank pointing at the last element, a NaN.
+  // nanquantile: the numbers come first; a row of NaNs has none and again points at a NaN.
+  const Tensor nans = sum(isnan(s), {-1}, true).to(x.dtype());
+  const Tensor ranks = skip_nan ? where(eq(nans, Scalar(static_cast<double>(n))), Scalar(static_cast<double>(n - 1)),
+                                        q1 * (sub(Scalar(static_cast<double>(n - 1)), nans)))
+                                : where(gt(nans, Scalar(0)), Scalar(static_cast<double>(n - 1)),
+                                        q1 * static_cast<double>(n - 1));
   const auto at = [&](const Tensor& r) { return gather(s, -1, r.to(kInt64)); };
   if (interpolation == "lower") {
     out = at(floor(ranks));
@@ -168,6 +175,17 @@ Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bo
   }
   out = movedim(out, {-1}, {0});
   return q.dim() == 0 ? out.squeeze(0) : out;
+}
+}  // namespace
+
+Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bool keepdim,
+                const std::string& interpolation) {
+  return sorted_quantile("quantile", x, q, dim, keepdim, interpolation, false);
+}
+
+Tensor nanquantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bool keepdim,
+                   const std::string& interpolation) {
+  return sorted_quantile("nanquantile", x, q, dim, keepdim, interpolation, true);
 }
 
 }  // namespace rtx

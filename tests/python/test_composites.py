@@ -442,3 +442,16 @@ def test_helpers_like_pytorch():
                  lambda lib, x: x.msort(),
                  lambda lib, x: x.sum_to_size(4, 1)):
         np.testing.assert_allclose(to_numpy(case(rt, rt.tensor(a))), case(torch, torch.tensor(a)).numpy(), rtol=1e-12)
+
+
+def test_nanquantile(device):
+    a = rng.standard_normal((4, 7))
+    a[0, 2] = a[1, :3] = a[3, :] = np.nan
+    t = t64(a, device)
+    for method in ("linear", "lower", "higher", "midpoint", "nearest"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # numpy's all-NaN row
+            expected = np.nanquantile(a, [0.25, 0.5], axis=1, method=method)
+        assert_close(rt.nanquantile(t, [0.25, 0.5], dim=1, interpolation=method), expected)
+    assert_close(t.nanquantile(0.5), np.nanquantile(a, 0.5))
+    assert gradcheck(lambda x: x.nanquantile(0.3, dim=1), [rng.standard_normal((2, 5))], device)
