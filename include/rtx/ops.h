@@ -471,6 +471,14 @@ RTX_API Tensor column_stack(const TensorList& tensors);
 // or pieces cut at the given indices.
 RTX_API TensorList tensor_split(const Tensor& x, int64_t sections, int64_t dim = 0);
 RTX_API TensorList tensor_split(const Tensor& x, const Shape& indices, int64_t dim = 0);
+// tensor_split along dim 1 (dim 0 of a 1-d tensor), 0 (at least 2 dims) and 2 (at least 3 dims);
+// a number of sections must divide that dim.
+RTX_API TensorList hsplit(const Tensor& x, int64_t sections);
+RTX_API TensorList hsplit(const Tensor& x, const Shape& indices);
+RTX_API TensorList vsplit(const Tensor& x, int64_t sections);
+RTX_API TensorList vsplit(const Tensor& x, const Shape& indices);
+RTX_API TensorList dsplit(const Tensor& x, int64_t sections);
+RTX_API TensorList dsplit(const Tensor& x, const Shape& indices);
 // Block-diagonal matrix of 0-d, 1-d (a row) or 2-d tensors.
 RTX_API Tensor block_diag(const TensorList& tensors);
 // Every combination of the elements of 1-d tensors, one per row ([n] for one tensor).

@@ -196,6 +196,18 @@ void bind_matrix(py::module_& m, TensorClass& cls) {
                                        : rtx::tensor_split(x, int_list(split, "tensor_split(): indices"), dim);
     return py::tuple(py::cast(pieces));
   }, py::arg("indices_or_sections"), py::arg("dim") = 0);
+  using BySections = TensorList (*)(const Tensor&, int64_t);
+  using ByIndices = TensorList (*)(const Tensor&, const Shape&);
+  for (const auto& [name, sections, indices] :
+       {std::tuple<const char*, BySections, ByIndices>{"hsplit", &rtx::hsplit, &rtx::hsplit},
+        std::tuple<const char*, BySections, ByIndices>{"vsplit", &rtx::vsplit, &rtx::vsplit},
+        std::tuple<const char*, BySections, ByIndices>{"dsplit", &rtx::dsplit, &rtx::dsplit}}) {
+    def_op(m, cls, name, [sections = sections, indices = indices](const Tensor& x, const py::object& split) {
+      const TensorList pieces = PyLong_Check(split.ptr()) ? sections(x, split.cast<int64_t>())
+                                                          : indices(x, int_list(split, "split(): indices"));
+      return py::tuple(py::cast(pieces));
+    }, py::arg("indices_or_sections"));
+  }
   def_op(m, cls, "diag", &rtx::diag, py::arg("diagonal") = 0);
   def_op(m, cls, "diag_embed", &rtx::diag_embed, py::arg("offset") = 0, py::arg("dim1") = -2, py::arg("dim2") = -1);
   def_op(m, cls, "trace", &rtx::trace);

@@ -1,6 +1,6 @@
 // Joining and splitting built from views, cat and meshgrid (so every device and autograd come with
-// them): atleast_1d/2d/3d, hstack, vstack, dstack, column_stack, tensor_split, block_diag and
-// cartesian_prod.
+// them): atleast_1d/2d/3d, hstack, vstack, dstack, column_stack, tensor_split, hsplit, vsplit,
+// dsplit, block_diag and cartesian_prod.
 #include <algorithm>
 
 #include "ops/internal.h"
@@ -99,6 +99,37 @@ TensorList tensor_split(const Tensor& x, const Shape& indices, int64_t dim) {
     out.push_back(x.narrow(d, start, std::max<int64_t>(end - start, 0)));
   }
   return out;
+}
+
+namespace {
+// The dim hsplit, vsplit and dsplit cut: `dim` of a tensor of at least min_dims dims (hsplit: dim 0
+// of a 1-d one).
+int64_t split_dim(const char* op, const Tensor& x, int64_t dim, int64_t min_dims) {
+  check_defined(x, op);
+  RTX_CHECK(x.dim() >= min_dims, ShapeError, "[{}] expects a tensor of at least {} dim{}, got shape {}", op,
+            min_dims, min_dims == 1 ? "" : "s", shape_str(x.sizes()));
+  return x.dim() == 1 ? 0 : dim;
+}
+
+TensorList equal_split(const char* op, const Tensor& x, int64_t dim, int64_t min_dims, int64_t sections) {
+  const int64_t d = split_dim(op, x, dim, min_dims);
+  RTX_CHECK(sections > 0 && x.size(d) % sections == 0, ValueError,
+            "[{}] cannot split dim {} of size {} into {} equal sections", op, d, x.size(d), sections);
+  return tensor_split(x, sections, d);
+}
+}  // namespace
+
+TensorList hsplit(const Tensor& x, int64_t sections) { return equal_split("hsplit", x, 1, 1, sections); }
+TensorList hsplit(const Tensor& x, const Shape& indices) {
+  return tensor_split(x, indices, split_dim("hsplit", x, 1, 1));
+}
+TensorList vsplit(const Tensor& x, int64_t sections) { return equal_split("vsplit", x, 0, 2, sections); }
+TensorList vsplit(const Tensor& x, const Shape& indices) {
+  return tensor_split(x, indices, split_dim("vsplit", x, 0, 2));
+}
+TensorList dsplit(const Tensor& x, int64_t sections) { return equal_split("dsplit", x, 2, 3, sections); }
+TensorList dsplit(const Tensor& x, const Shape& indices) {
+  return tensor_split(x, indices, split_dim("dsplit", x, 2, 3));
 }
 
 Tensor block_diag(const TensorList& tensors) {

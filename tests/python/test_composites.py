@@ -455,3 +455,19 @@ def test_nanquantile(device):
         assert_close(rt.nanquantile(t, [0.25, 0.5], dim=1, interpolation=method), expected)
     assert_close(t.nanquantile(0.5), np.nanquantile(a, 0.5))
     assert gradcheck(lambda x: x.nanquantile(0.3, dim=1), [rng.standard_normal((2, 5))], device)
+
+
+def test_hsplit_vsplit_dsplit(device):
+    a = rng.standard_normal((4, 6, 2))
+    t = t64(a, device)
+    for name in ("hsplit", "vsplit", "dsplit"):
+        for arg in (2, [1, 3]):
+            ours, theirs = getattr(rt, name)(t, arg), getattr(np, name)(a, arg)
+            assert isinstance(ours, tuple) and len(ours) == len(theirs)
+            for o, e in zip(ours, theirs):
+                assert_close(o, e)
+    assert len(t[0, :, 0].hsplit(3)) == 3  # 1-d: along dim 0
+    with pytest.raises(ValueError, match=r"\[hsplit\] cannot split dim 1 of size 6 into 4 equal sections"):
+        rt.hsplit(t, 4)
+    with pytest.raises(rt.ShapeError, match=r"\[dsplit\] expects a tensor of at least 3 dims"):
+        rt.dsplit(t[0], 2)
