@@ -41,7 +41,10 @@ ValuesIndices running_extreme(const char* op, const Tensor& x, int64_t dim, bool
     values = cat({values.narrow(d, 0, step), where(earlier_wins, ev, lv)}, d);
     indices = cat({indices.narrow(d, 0, step), where(earlier_wins, ei, li)}, d);
   }
-  if (n <= 1) values = values.clone(), indices = indices.contiguous();
+  if (n <= 1) {  // no pass ran: values is x itself and indices an expanded view
+    values = values.clone();
+    indices = indices.contiguous();
+  }
   if (x.dim() == 0) return {values.view({}), indices.view({})};
   return {values, indices};
 }
@@ -51,7 +54,7 @@ ValuesIndices running_extreme(const char* op, const Tensor& x, int64_t dim, bool
 Tensor cumprod(const Tensor& x, int64_t dim) {
   check_defined(x, "cumprod");
   // Integers and bool multiply in int64, as cumsum's sums.
-  const Tensor x1 = (is_floating(x.dtype()) ? x : x.to(kInt64));
+  const Tensor x1 = is_floating(x.dtype()) ? x : x.to(kInt64);
   const Tensor x2 = x1.dim() == 0 ? x1.view({1}) : x1;
   const Tensor out = scan(x2, detail::wrap_dim(dim, x2.dim(), "cumprod"),
                           [](const Tensor& a, const Tensor& b) { return a * b; });

@@ -54,10 +54,10 @@ Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
             shape_str(x.sizes()));
   int64_t bins = minlength;
   if (x.numel() > 0) {
-    const TensorList range = aminmax(x);
-    RTX_CHECK(range[0].item().to_int() >= 0, ValueError, "[bincount] expects non-negative values, got {}",
-              range[0].item().to_int());
-    bins = std::max(bins, range[1].item().to_int() + 1);
+    // The smallest and largest value, read back together.
+    const std::vector<int64_t> range = stack(aminmax(x), 0).to(kInt64).cpu().tolist<int64_t>();
+    RTX_CHECK(range[0] >= 0, ValueError, "[bincount] expects non-negative values, got {}", range[0]);
+    bins = std::max(bins, range[1] + 1);
   }
   const Tensor index = x.to(kInt64);
   if (!weights.defined()) return scatter_add(zeros({bins}, TensorOptions(kInt64, x.device())), 0, index, ones_like(index));
